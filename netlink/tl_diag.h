@@ -1,0 +1,87 @@
+/* tl_diag.h — TCP sock_diag over libmnl, decoded into plain structs.
+ *
+ * One SOCK_DIAG_BY_FAMILY dump per address family, filtered in the kernel by a state mask and
+ * by source/destination port (inet_diag bytecode).  Raw replies can be recorded to a file and
+ * decoded again from it, so decoders are tested on exact bytes without root.
+ *
+ * Error rule for every function: returns -1 and sets errno; nothing here prints or exits.
+ */
+#ifndef TL_DIAG_H
+#define TL_DIAG_H
+
+#include <netinet/in.h>
+#include <stdint.h>
+#include <stdio.h>
+
+/* TCP states as the kernel numbers them (include/net/tcp_states.h). */
+enum tl_tcp_state {
+	TL_ESTABLISHED = 1, TL_SYN_SENT, TL_SYN_RECV, TL_FIN_WAIT1, TL_FIN_WAIT2, TL_TIME_WAIT,
+	TL_CLOSE, TL_CLOSE_WAIT, TL_LAST_ACK, TL_LISTEN, TL_CLOSING, TL_NEW_SYN_RECV,
+	TL_STATE_MAX
+};
+#define TL_STATES_ALL 0xffffffffu
+#define TL_STATE_BIT(s) (1u << (s))
+
+struct tl_diag_filter {
+	int family;		/* AF_INET, AF_INET6 or AF_UNSPEC for both */
+	uint32_t states;	/* mask of TL_STATE_BIT(); 0 means all */
+	uint16_t sport;		/* 0: any */
+	uint16_t dport;		/* 0: any */
+};
+
+/* The tcp_info fields tcplab reads.  `has_info` is 0 when the kernel sent no INET_DIAG_INFO;
+ * fields beyond the kernel's (shorter) struct read as 0, `info_len` tells how much it sent. */
+struct tl_tcpinfo {
+	uint8_t state, ca_state, retransmits, probes, backoff;
+	uint32_t rto_us, ato_us, snd_mss, rcv_mss;
+	uint32_t unacked, lost, retrans, rtt_us, rttvar_us;
+	uint32_t snd_cwnd, total_retrans;
+	uint64_t bytes_acked, bytes_received;
+	uint32_t segs_out, segs_in;
+	uint32_t total_rto, total_rto_recoveries, total_rto_time; /* 6.7+, else 0 */
+};
+
+struct tl_sock {
+	uint8_t family;		/* AF_INET or AF_INET6 */
+	uint8_t state;		/* enum tl_tcp_state */
+	uint8_t timer;		/* idiag_timer: 0 off, 1 on (retransmit), 2 keepalive, 3 timewait,
+				   4 probe (zero window) */
+	uint8_t retrans;	/* idiag_retrans */
+	struct in6_addr src, dst; /* IPv4 in the first 4 bytes of s6_addr */
+	uint16_t sport, dport;	/* host order */
+	uint32_t expires_ms;	/* idiag_expires, raw */
+	uint32_t rqueue, wqueue;/* idiag_rqueue / idiag_wqueue (LISTEN: accept queue / backlog) */
+	uint32_t uid, inode;
+	uint64_t cookie;
+	int has_info;
+	uint32_t info_len;
+	struct tl_tcpinfo info;
+};
+
+/* Called once per decoded socket; return 0 to go on, -1 (errno set) to stop the dump. */
+typedef int (*tl_sock_cb)(const struct tl_sock *s, void *data);
+
+struct tl_diag;		/* opaque: a NETLINK_SOCK_DIAG socket, its buffer, and a record file */
+
+/* Open a sock_diag socket.  NULL with errno on failure. */
+struct tl_diag *tl_diag_open(void);
+/* Close it (NULL is fine). */
+void tl_diag_close(struct tl_diag *d);
+/* From now on append every raw reply to `f` (NULL stops recording).  The caller owns `f`. */
+void tl_diag_record(struct tl_diag *d, FILE *f);
+/* One dump per requested family; `cb` sees every socket that matches.  0 or -1. */
+int tl_diag_query(struct tl_diag *d, const struct tl_diag_filter *flt, tl_sock_cb cb, void *data);
+/* Decode a buffer of raw netlink replies (as recorded).  Each NLMSG_DONE ends one dump; `dump_cb`
+ * (may be NULL) is called after each.  Returns the number of dumps, or -1 (EBADMSG on bad bytes). */
+int tl_diag_replay(const void *buf, size_t len, tl_sock_cb cb, void *data,
+		   int (*dump_cb)(void *data), void *dump_data);
+
+/* Names for printing.  Never NULL. */
+const char *tl_state_name(int state);	/* "SYN-SENT", as ss(8) spells states */
+const char *tl_timer_name(int timer);	/* "off", "on", "keepalive", "timewait", "probe" */
+/* Parse a state name (ss spelling, case-insensitive, also "all") into a mask.  0 or -1. */
+int tl_state_parse(const char *name, uint32_t *mask);
+/* "127.0.0.1:21010" or "[::1]:21010" into buf.  Returns buf. */
+char *tl_sock_addr(const struct tl_sock *s, int peer, char *buf, size_t len);
+
+#endif

@@ -1,0 +1,83 @@
+"""Shared pytest fixtures: one build per session, fresh network namespaces, program runners."""
+import os
+import secrets
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(TOP, "lib"))
+DATA = os.path.join(TOP, "tests", "data")
+
+
+def _can_netns():
+    if os.geteuid() != 0 or shutil.which("ip") is None:
+        return False
+    name = "tcplab-probe-" + secrets.token_hex(3)
+    r = subprocess.run(["ip", "netns", "add", name], capture_output=True)
+    if r.returncode != 0:
+        return False
+    subprocess.run(["ip", "netns", "del", name], capture_output=True)
+    return True
+
+
+CAN_NETNS = _can_netns()
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "netns: needs root and network namespaces")
+    config.addinivalue_line("markers", "qemu: boots a Debian kernel under QEMU (slow)")
+
+
+def pytest_collection_modifyitems(config, items):
+    skip = pytest.mark.skip(reason="needs root and `ip netns` (run as root on Linux)")
+    for item in items:
+        if "netns" in item.keywords and not CAN_NETNS:
+            item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def bindir():
+    """The built programs; `make test` builds first, this only checks they are there."""
+    build = os.environ.get("TCPLAB_BUILD", "build")
+    path = os.path.join(TOP, build, "bin")
+    if not os.path.isdir(path):
+        r = subprocess.run(["make", "-C", TOP, "-s"], capture_output=True, text=True)
+        if r.returncode != 0:
+            pytest.fail("make failed:\n" + r.stderr)
+    return path
+
+
+@pytest.fixture
+def netns():
+    """A fresh network namespace with lo up; deleted (and its processes killed) afterwards."""
+    name = "tcplab-test-" + secrets.token_hex(4)
+    subprocess.run(["ip", "netns", "add", name], check=True)
+    try:
+        subprocess.run(["ip", "-n", name, "link", "set", "lo", "up"], check=True)
+        yield name
+    finally:
+        pids = subprocess.run(["ip", "netns", "pids", name], capture_output=True, text=True).stdout.split()
+        for pid in pids:
+            try:
+                os.kill(int(pid), 9)
+            except (ProcessLookupError, ValueError):
+                pass
+        subprocess.run(["ip", "netns", "del", name], capture_output=True)
+
+
+def in_ns(ns, argv):
+    """argv prefixed so that it runs inside namespace ns."""
+    return ["ip", "netns", "exec", ns] + list(argv)
+
+
+def kv(line):
+    """Parse one `key=value key=value` line into a dict of strings."""
+    out = {}
+    for tok in line.split():
+        if "=" in tok:
+            k, v = tok.split("=", 1)
+            out[k] = v
+    return out
