@@ -74,7 +74,7 @@ sanitize:
 bench: all
 	$(PYTHON) tests/bench.py
 
-DEB_PACKAGES := gcc make libmnl-dev pkg-config python3 python3-pytest strace iproute2
+DEB_PACKAGES := gcc make libmnl-dev pkg-config python3 python3-pytest strace iproute2 gnuplot-nox
 deps:
 	@missing=""; for p in $(DEB_PACKAGES); do \
 		dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'ok installed' || missing="$$missing $$p"; \
