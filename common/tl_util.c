@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <unistd.h>
 
 static const char *progname = "tcplab";
 
@@ -40,6 +42,50 @@ int tl_parse_port(const char *s, uint16_t *out)
 		return -1;
 	*out = (uint16_t)v;
 	return 0;
+}
+
+int tl_read_file(const char *path, size_t max, char **buf, size_t *len)
+{
+	size_t cap = 4096, n = 0;
+	char *b = NULL, *grown;
+	ssize_t r;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return -1;
+	for (;;) {
+		if (n + 1 >= cap || b == NULL) {
+			if (b != NULL)
+				cap *= 2;
+			grown = realloc(b, cap);
+			if (grown == NULL)
+				goto fail;
+			b = grown;
+		}
+		r = read(fd, b + n, cap - n - 1);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			goto fail;
+		if (r == 0)
+			break;
+		n += r;
+		if (n > max) {
+			errno = EFBIG;
+			goto fail;
+		}
+	}
+	close(fd);
+	b[n] = '\0';
+	*buf = b;
+	*len = n;
+	return 0;
+fail:
+	r = errno;
+	free(b);
+	close(fd);
+	errno = (int)r;
+	return -1;
 }
 
 int64_t tl_now_ns(void)

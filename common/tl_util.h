@@ -6,6 +6,7 @@
 #ifndef TL_UTIL_H
 #define TL_UTIL_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <time.h>
 
@@ -18,6 +19,10 @@ int tl_parse_ll(const char *s, long long min, long long max, long long *out);
 
 /* Parse a TCP port 1..65535.  Returns 0, or -1 with errno EINVAL or ERANGE. */
 int tl_parse_port(const char *s, uint16_t *out);
+
+/* Read a whole file (at most `max` bytes, else EFBIG) into a malloc'd buffer with a NUL after
+ * the data; the caller frees *buf.  0 or -1. */
+int tl_read_file(const char *path, size_t max, char **buf, size_t *len);
 
 /* Monotonic clock in nanoseconds (CLOCK_MONOTONIC, the clock the probes print). */
 int64_t tl_now_ns(void);

@@ -67,14 +67,17 @@ struct tl_diag;		/* opaque: a NETLINK_SOCK_DIAG socket, its buffer, and a record
 struct tl_diag *tl_diag_open(void);
 /* Close it (NULL is fine). */
 void tl_diag_close(struct tl_diag *d);
-/* From now on append every raw reply to `f` (NULL stops recording).  The caller owns `f`. */
+/* From now on append every raw reply to `f` (NULL stops recording).  The caller owns `f`.
+ * After the replies of each tl_diag_query() an NLMSG_NOOP message marks the end of the sample,
+ * so a replay can tell samples apart (one sample holds one dump per family). */
 void tl_diag_record(struct tl_diag *d, FILE *f);
 /* One dump per requested family; `cb` sees every socket that matches.  0 or -1. */
 int tl_diag_query(struct tl_diag *d, const struct tl_diag_filter *flt, tl_sock_cb cb, void *data);
-/* Decode a buffer of raw netlink replies (as recorded).  Each NLMSG_DONE ends one dump; `dump_cb`
- * (may be NULL) is called after each.  Returns the number of dumps, or -1 (EBADMSG on bad bytes). */
+/* Decode a buffer of recorded replies: `cb` for each socket, `sample_cb` (may be NULL) at the
+ * end of each sample.  Returns the number of samples, or -1: EBADMSG for garbled or truncated
+ * bytes (a dump without its NLMSG_DONE), or the errno of an NLMSG_ERROR the kernel sent. */
 int tl_diag_replay(const void *buf, size_t len, tl_sock_cb cb, void *data,
-		   int (*dump_cb)(void *data), void *dump_data);
+		   int (*sample_cb)(void *data), void *sample_data);
 
 /* Names for printing.  Never NULL. */
 const char *tl_state_name(int state);	/* "SYN-SENT", as ss(8) spells states */
