@@ -1,0 +1,445 @@
+#!/bin/bash
+# lib/vm.sh — run tcplab experiment units inside a Debian cloud kernel booted under QEMU.
+#
+# usage: lib/vm.sh [-v] [--accel tcg|kvm] [--timeout S] VERSION RAWROOT UNIT...
+#
+# Fetches the newest linux-image-VERSION.*-cloud-amd64-unsigned .deb with apt-get download into a
+# cache outside the clone (TCPLAB_CACHE, default /var/cache/tcplab), unpacks it with dpkg-deb -x
+# (never installs it), builds an initramfs (busybox-static, build/bin with the shared libraries
+# ldd names, experiments/*.sh, inet_diag + tcp_diag from the same package, lib/initramfs/init),
+# boots it, and unpacks what each unit wrote into RAWROOT/UNIT/ as a host run would.  Writes
+# RAWROOT/vm.txt (key=value: accel, kernel release, boot time, status) and RAWROOT/vm-console.log.
+#
+# Exit: 0 every unit ran and exited 0; 1 a unit failed or the guest died; 2 usage;
+#       3 the guest timed out (partial output kept, vm.txt status=timeout);
+#       4 skip: qemu, busybox-static, KVM or the kernel package cannot be had.
+# docs/kernel-matrix.md explains the choices and the measurements behind the defaults.
+set -euo pipefail
+export LC_ALL=C
+
+TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+CACHE=${TCPLAB_CACHE:-/var/cache/tcplab}
+BUILD=${TCPLAB_BUILD:-build}
+case $BUILD in /*) BINDIR=$BUILD/bin ;; *) BINDIR=$TOP/$BUILD/bin ;; esac
+MODULES=(inet_diag tcp_diag)	# what sock_diag needs; the debs carry no modules.dep
+UNIT_DEFAULT_S=150		# a unit without a "# tcplab-duration-s: N" line may take this long
+MEMORY_MB=512
+
+ACCEL=tcg			# measured: nested KVM here is slower than TCG or fails (see docs)
+TIMEOUT=""
+VERBOSE=0
+WORK=""
+QEMU_PID=""
+TIMEOUT_PID=""
+START_NS=0
+
+usage() {
+	echo "usage: lib/vm.sh [-v] [--accel tcg|kvm] [--timeout S] VERSION RAWROOT UNIT..."
+}
+
+# One line on stderr, then exit: $1 is the status, the rest the message.
+fail() {
+	local rc=$1
+	shift
+	echo "vm.sh: $*" >&2
+	exit "$rc"
+}
+
+skip() {
+	fail 4 "skip: $*"
+}
+
+progress() {
+	echo "vm: $*" >&2
+}
+
+cleanup() {
+	local pid
+	[ -n "$WORK" ] && [ -s "$WORK/qemu.pid" ] && QEMU_PID=$(cat "$WORK/qemu.pid")
+	for pid in "$QEMU_PID" "$TIMEOUT_PID"; do
+		if [ -n "$pid" ]; then kill "$pid" 2>/dev/null || true; fi
+	done
+	if [ -n "$WORK" ]; then
+		rm -rf -- "$WORK"
+	fi
+}
+
+on_signal() {
+	echo "vm.sh: interrupted" >&2
+	exit 130
+}
+
+# Seconds since START_NS with one decimal.
+since_start() {
+	local now
+	now=$(date +%s%N)
+	awk -v d="$((now - START_NS))" 'BEGIN { printf "%.1f", d / 1e9 }'
+}
+
+parse_args() {
+	while [ $# -gt 0 ]; do
+		case $1 in
+		--accel) [ $# -ge 2 ] || fail 2 "--accel needs tcg or kvm"; ACCEL=$2; shift 2 ;;
+		--accel=*) ACCEL=${1#*=}; shift ;;
+		--timeout) [ $# -ge 2 ] || fail 2 "--timeout needs seconds"; TIMEOUT=$2; shift 2 ;;
+		--timeout=*) TIMEOUT=${1#*=}; shift ;;
+		-v) VERBOSE=1; shift ;;
+		-h|--help) usage; exit 0 ;;
+		--) shift; break ;;
+		-*) usage >&2; fail 2 "unknown option $1" ;;
+		*) break ;;
+		esac
+	done
+	[ $# -ge 3 ] || { usage >&2; fail 2 "need VERSION RAWROOT UNIT..."; }
+	VERSION=$1
+	RAWROOT=$2
+	shift 2
+	UNITS=("$@")
+	case $ACCEL in tcg|kvm) ;; *) fail 2 "--accel: '$ACCEL' is not tcg or kvm" ;; esac
+	if [ -n "$TIMEOUT" ] && ! [[ $TIMEOUT =~ ^[1-9][0-9]{0,4}$ ]]; then
+		fail 2 "--timeout: '$TIMEOUT' is not a number of seconds in 1..99999"
+	fi
+	[[ $VERSION =~ ^[0-9]+\.[0-9]+$ ]] || fail 2 "VERSION: '$VERSION' is not like 6.1 or 6.12"
+	local u
+	for u in "${UNITS[@]}"; do
+		[[ $u =~ ^[A-Za-z0-9][A-Za-z0-9._-]*$ ]] || fail 2 "unit name '$u' is not a plain name"
+		[ -f "$TOP/experiments/$u.sh" ] || fail 2 "no experiments/$u.sh"
+	done
+}
+
+check_tools() {
+	command -v qemu-system-x86_64 >/dev/null ||
+		skip "qemu-system-x86_64 not found (make deps-kernel installs qemu-system-x86)"
+	[ -x /bin/busybox ] || skip "/bin/busybox not found (make deps-kernel installs busybox-static)"
+	local t
+	for t in cpio gzip dpkg-deb apt-cache apt-get flock ldd; do
+		command -v "$t" >/dev/null || skip "$t not found (make deps-kernel)"
+	done
+	if [ "$ACCEL" = kvm ] && { ! [ -r /dev/kvm ] || ! [ -w /dev/kvm ]; }; then
+		skip "--accel kvm: /dev/kvm is not usable here"
+	fi
+	[ -d "$BINDIR" ] || fail 1 "$BINDIR does not exist: run make first"
+}
+
+# Newest package name for VERSION in apt's lists; empty when there is none.
+newest_package() {
+	local re="^linux-image-${VERSION//./\\.}\\.[^ ]*-cloud-amd64-unsigned\$"
+	{ apt-cache search --names-only "$re" 2>/dev/null || true; } | awk '{ print $1 }' | sort -V |
+		awk 'END { if (NR) print }'
+}
+
+# The newest kernel already unpacked in the cache for VERSION; empty when none.
+newest_cached() {
+	local d
+	for d in "$CACHE/kernels/linux-image-$VERSION".*-cloud-amd64-unsigned_*; do
+		if [ -f "$d/.complete" ]; then echo "$d"; fi
+	done | sort -V | awk 'END { if (NR) print }'
+}
+
+# download_unpack PKG: the .deb (cached or downloaded) unpacked into its own directory in the
+# cache; prints that directory.
+download_unpack() {
+	local pkg=$1 dl deb dir debs
+	debs=("$CACHE/kernels/${pkg}"_*.deb)
+	if [ -f "${debs[-1]}" ]; then
+		deb=${debs[-1]}
+	else
+		deb=$(fetch_deb "$pkg") || return 1
+	fi
+	dir=${deb%.deb}
+	if ! [ -f "$dir/.complete" ]; then
+		rm -rf -- "$dir" "$dir.tmp"
+		dpkg-deb -x "$deb" "$dir.tmp" || { rm -rf -- "$dir.tmp"; return 1; }
+		touch "$dir.tmp/.complete"
+		mv "$dir.tmp" "$dir"
+	fi
+	echo "$dir"
+}
+
+# fetch_deb PKG: apt-get download into the cache; prints the .deb's path.
+fetch_deb() {
+	local pkg=$1 dl deb
+	dl=$(mktemp -d "$CACHE/kernels/.download.XXXXXX")
+	# apt drops privileges to _apt for downloads; let it write here.
+	chown _apt "$dl" 2>/dev/null || true
+	if ! (cd "$dl" && apt-get download -q "$pkg") >"$dl/log" 2>&1; then
+		echo "vm.sh: apt-get download $pkg: $(awk '/^E:/ { print; exit }' "$dl/log")" >&2
+		rm -rf -- "$dl"
+		return 1
+	fi
+	deb=$(ls "$dl"/*.deb)
+	mv -f "$deb" "$CACHE/kernels/"
+	rm -rf -- "$dl"
+	echo "$CACHE/kernels/$(basename "$deb")"
+}
+
+# The complete unpacked directory of package PKG in the cache; empty when there is none.
+cached_package() {
+	local d
+	for d in "$CACHE/kernels/$1"_*; do
+		if [ -f "$d/.complete" ]; then echo "$d"; fi
+	done | sort -V | awk 'END { if (NR) print }'
+}
+
+# Sets KDIR to the unpacked package for VERSION: the newest in apt, else the newest cached.
+resolve_kernel() {
+	mkdir -p "$CACHE/kernels"
+	exec 9>"$CACHE/kernels/.lock"
+	flock 9
+	local pkg
+	pkg=$(newest_package)
+	if [ -z "$pkg" ]; then
+		progress "apt-get update (no linux-image-$VERSION.* in apt's lists)"
+		apt-get update -qq >/dev/null 2>&1 || true
+		pkg=$(newest_package)
+	fi
+	KDIR=""
+	if [ -n "$pkg" ]; then
+		KDIR=$(cached_package "$pkg")
+		if [ -z "$KDIR" ] || ! [ -f "$KDIR/.complete" ]; then
+			progress "fetching $pkg into $CACHE/kernels"
+			KDIR=$(download_unpack "$pkg") || KDIR=""
+		fi
+	fi
+	[ -n "$KDIR" ] || KDIR=$(newest_cached)
+	flock -u 9
+	exec 9>&-
+	[ -n "$KDIR" ] || skip "no linux-image-$VERSION.*-cloud-amd64-unsigned package in apt or in $CACHE/kernels"
+	local images=("$KDIR"/boot/vmlinuz-*)
+	VMLINUZ=${images[0]}
+	[ -f "$VMLINUZ" ] || skip "$KDIR has no boot/vmlinuz-*"
+	RELEASE=${VMLINUZ##*/vmlinuz-}
+	MODDIR=$KDIR/lib/modules/$RELEASE
+	[ -d "$MODDIR" ] || skip "$KDIR has no lib/modules/$RELEASE"
+	PACKAGE=$(basename "$KDIR")
+}
+
+# Path of module NAME (dashes and underscores alike) in MODDIR; empty when absent.
+module_path() {
+	local want=${1//-/_} f base
+	while IFS= read -r f; do
+		base=${f##*/}
+		base=${base%%.ko*}
+		[ "${base//-/_}" = "$want" ] && { echo "$f"; return; }
+	done < <(find "$MODDIR/kernel" -name '*.ko' -o -name '*.ko.xz' -o -name '*.ko.zst')
+}
+
+# module_add NAME: decompress NAME, after its dependencies (from .modinfo), into DEST/tcplab/modules;
+# appends to MODLIST in load order.
+module_add() {
+	local name=${1//-/_} src out deps d
+	case " $MODLIST " in *" $name "*) return 0 ;; esac
+	src=$(module_path "$name")
+	[ -n "$src" ] || fail 1 "module $name not in $MODDIR"
+	out=$DEST/tcplab/modules/$name.ko
+	case $src in
+	*.xz) xz -dc "$src" >"$out" ;;
+	*.zst) zstd -qdc "$src" >"$out" ;;
+	*) cp "$src" "$out" ;;
+	esac
+	deps=$(tr '\0' '\n' <"$out" | awk '/^depends=/ && !seen { print substr($0, 9); seen = 1 }')
+	for d in ${deps//,/ }; do
+		module_add "$d"
+	done
+	MODLIST="$MODLIST $name"
+}
+
+# copy_with_libs FILE DESTDIR: FILE into DESTDIR, and every shared library ldd names at its path.
+copy_with_libs() {
+	local lib
+	cp -L "$1" "$2/"
+	while IFS= read -r lib; do
+		[ -e "$DEST$lib" ] && continue
+		mkdir -p "$DEST$(dirname "$lib")"
+		cp -L "$lib" "$DEST$lib"
+	done < <(ldd "$1" 2>/dev/null | awk '$2 == "=>" && $3 ~ /^\// { print $3 } $1 ~ /^\// { print $1 }')
+}
+
+# Sum of the units' expected durations, from "# tcplab-duration-s: N" in each script.
+units_duration() {
+	local u n total=0
+	for u in "${UNITS[@]}"; do
+		n=$(sed -n '/^# *tcplab-duration-s: *\([0-9][0-9]*\).*/{s//\1/p;q}' "$TOP/experiments/$u.sh")
+		total=$((total + ${n:-$UNIT_DEFAULT_S}))
+	done
+	echo "$total"
+}
+
+build_initramfs() {
+	DEST=$WORK/root
+	mkdir -p "$DEST"/{bin,dev,proc,sys,tmp,raw,usr,tcplab/bin,tcplab/experiments,tcplab/modules}
+	ln -s ../bin "$DEST/usr/bin"
+	ln -s bin "$DEST/sbin"
+	ln -s ../bin "$DEST/usr/sbin"
+	mknod -m 600 "$DEST/dev/console" c 5 1 2>/dev/null || true
+	copy_with_libs /bin/busybox "$DEST/bin"
+	local a f
+	for a in $(/bin/busybox --list); do
+		[ "$a" = busybox ] || ln -s busybox "$DEST/bin/$a"
+	done
+	for f in "$BINDIR"/*; do
+		[ -f "$f" ] && [ -x "$f" ] && copy_with_libs "$f" "$DEST/tcplab/bin"
+	done
+	cp "$TOP"/experiments/*.sh "$DEST/tcplab/experiments/"
+	MODLIST=""
+	for a in "${MODULES[@]}"; do
+		module_add "$a"
+	done
+	install -m 0755 "$TOP/lib/initramfs/init" "$DEST/init"
+	{
+		echo "TL_UNITS='${UNITS[*]}'"
+		echo "TL_DEADLINE_S=$GUEST_DEADLINE"
+		echo "TL_MODULES='${MODLIST# }'"
+	} >"$DEST/tcplab/config"
+	(cd "$DEST" && find . -print0 | cpio --null -o -H newc -R 0:0 --quiet) | gzip -1 >"$WORK/initrd.gz"
+}
+
+# Echo the guest's console to stderr as it comes: "tcplab:" lines always, kernel lines with -v.
+# The first "tcplab: init" line's arrival is written to WORK/boot_s.
+watch_console() {
+	local line
+	while IFS= read -r line; do
+		line=${line%$'\r'}
+		case $line in
+		"tcplab: init: kernel"*)
+			[ -f "$WORK/boot_s" ] || since_start >"$WORK/boot_s"
+			progress "[$(since_start) s] ${line#tcplab: }" ;;
+		"tcplab: "*) progress "[$(since_start) s] ${line#tcplab: }" ;;
+		"["*) [ "$VERBOSE" = 1 ] && progress "[$(since_start) s] kernel: $line" ;;
+		*) progress "[$(since_start) s]   $line" ;;
+		esac
+	done
+	return 0
+}
+
+run_qemu() {
+	local cpu=max accel_opt=tcg append
+	if [ "$ACCEL" = kvm ]; then
+		cpu=${TCPLAB_VM_CPU:-host}
+		accel_opt=kvm
+	fi
+	CPU=$cpu
+	append="console=ttyS0 panic=-1"
+	[ "$VERBOSE" = 1 ] && append="$append earlyprintk=serial,ttyS0" || append="$append quiet"
+	: >"$WORK/console.log"
+	: >"$WORK/data.txt"
+	START_NS=$(date +%s%N)
+	timeout -k 5 "$TIMEOUT" qemu-system-x86_64 -name "tcplab-$RELEASE" \
+		-machine pc -accel "$accel_opt" -cpu "$cpu" -smp 1 -m "$MEMORY_MB" \
+		-nodefaults -no-user-config -display none -no-reboot -nic none \
+		-kernel "$VMLINUZ" -initrd "$WORK/initrd.gz" -append "$append" \
+		-serial "file:$WORK/console.log" -serial "file:$WORK/data.txt" \
+		-pidfile "$WORK/qemu.pid" 2>"$WORK/qemu.err" &
+	TIMEOUT_PID=$!
+	tail -s 0.2 -n +1 -F --pid="$TIMEOUT_PID" "$WORK/console.log" 2>/dev/null | watch_console &
+	local watcher=$! rc=0
+	wait "$TIMEOUT_PID" || rc=$?
+	TIMEOUT_PID=""
+	QEMU_RC=$rc
+	WALL_S=$(since_start)
+	wait "$watcher" || true
+}
+
+# unpack_frames: every unit frame in data.txt into RAWROOT/UNIT; sets UNIT_RC[unit].
+unpack_frames() {
+	local frames=$WORK/frames u f
+	mkdir -p "$frames" "$RAWROOT"
+	awk -v dir="$frames" '
+		/^tcplab-frame-begin / { sub(/^unit=/, "", $2); out = dir "/" $2 ".b64"; printf "" > out; next }
+		/^tcplab-frame-end / { sub(/^unit=/, "", $2); sub(/^rc=/, "", $3);
+			print $3 > (dir "/" $2 ".rc"); close(out); out = ""; next }
+		out != "" { print > out }
+	' <(tr -d '\r' <"$WORK/data.txt")
+	for u in "${UNITS[@]}"; do
+		f=$frames/$u.b64
+		if ! [ -f "$f" ]; then
+			UNIT_RC[$u]=missing
+			continue
+		fi
+		rm -rf -- "${RAWROOT:?}/$u"
+		base64 -d -i <"$f" 2>/dev/null | tar -xzf - -C "$RAWROOT" 2>/dev/null || true
+		if [ -f "$frames/$u.rc" ]; then
+			UNIT_RC[$u]=$(cat "$frames/$u.rc")
+		else
+			UNIT_RC[$u]=partial
+		fi
+	done
+}
+
+meta_value() {
+	sed -n "/^tcplab-meta $1=/{s///p;q}" "$WORK/data.txt" | tr -d '\r'
+}
+
+# Decides STATUS and the exit code from qemu's status and the units'.
+judge() {
+	local u done_line=0
+	grep -q '^tcplab-done' "$WORK/data.txt" && done_line=1
+	STATUS=ok
+	for u in "${UNITS[@]}"; do
+		case ${UNIT_RC[$u]} in
+		0) ;;
+		timeout) STATUS=timeout ;;
+		*) [ "$STATUS" = ok ] && STATUS=failed ;;
+		esac
+	done
+	if [ "$QEMU_RC" = 124 ] || [ "$QEMU_RC" = 137 ]; then
+		STATUS=timeout
+	elif [ "$done_line" = 0 ] && [ "$STATUS" != timeout ]; then
+		STATUS=crashed
+	fi
+}
+
+write_vm_txt() {
+	local u qv
+	qv=$(qemu-system-x86_64 --version | awk 'NR == 1')
+	{
+		echo "version=$VERSION"
+		echo "package=$PACKAGE"
+		echo "kernel_release=$(meta_value uname_r)"
+		echo "accel=$ACCEL"
+		echo "cpu=$CPU"
+		echo "smp=1"
+		echo "memory_mb=$MEMORY_MB"
+		echo "qemu=${qv#QEMU emulator version }"
+		echo "transport=serial"
+		echo "modules=$(sed -n "s/^TL_MODULES='\(.*\)'/\1/p" "$DEST/tcplab/config")"
+		echo "kernel_boot_s=$(meta_value init_uptime_s)"
+		echo "boot_s=$(cat "$WORK/boot_s" 2>/dev/null)"
+		echo "wall_s=$WALL_S"
+		echo "timeout_s=$TIMEOUT"
+		echo "status=$STATUS"
+		for u in "${UNITS[@]}"; do
+			echo "unit.$u=${UNIT_RC[$u]}"
+		done
+	} >"$RAWROOT/vm.txt.tmp"
+	mv -f "$RAWROOT/vm.txt.tmp" "$RAWROOT/vm.txt"
+	cp "$WORK/console.log" "$RAWROOT/vm-console.log"
+}
+
+main() {
+	parse_args "$@"
+	check_tools
+	trap cleanup EXIT
+	trap on_signal INT TERM
+	resolve_kernel
+	[ -n "$TIMEOUT" ] || TIMEOUT=$((60 + $(units_duration)))
+	# The guest stops its units itself a little before the host kills it, so it can still ship.
+	GUEST_DEADLINE=$((TIMEOUT > 40 ? TIMEOUT - 20 : TIMEOUT / 2))
+	WORK=$(mktemp -d /tmp/tcplab-vm.XXXXXX)
+	build_initramfs
+	progress "booting $RELEASE ($ACCEL, $(du -k "$WORK/initrd.gz" | cut -f1) KiB initramfs, timeout ${TIMEOUT} s): ${UNITS[*]}"
+	run_qemu
+	[ -s "$WORK/qemu.err" ] && progress "qemu: $(head -n 3 "$WORK/qemu.err" | tr '\n' ' ')"
+	declare -gA UNIT_RC=()
+	unpack_frames
+	judge
+	write_vm_txt
+	progress "done in $WALL_S s: status=$STATUS, kernel $(meta_value uname_r), boot $(cat "$WORK/boot_s" 2>/dev/null || echo '?') s"
+	case $STATUS in
+	ok) return 0 ;;
+	timeout) return 3 ;;
+	*) return 1 ;;
+	esac
+}
+
+main "$@"
