@@ -1,0 +1,47 @@
+#!/bin/sh
+# p01-strace: the system calls of three connects, with the time spent in each (strace -T):
+# a blocking connect to a listener that never accepts (and the sockets it leaves), a connect to a
+# port where nothing listens, and a create_connection-style connect with a 2 s poll().
+. "$(dirname "$0")/lib.sh"
+tl_init "$1"
+
+if command -v strace > /dev/null 2>&1; then
+	TRACE="strace -T -e trace=%network,fcntl,poll,ppoll -o"
+	strace -V | head -n 1 > "$RAW/strace-version.txt"
+else
+	TRACE=""
+	echo "strace: not available" > "$RAW/strace-version.txt"
+	tl_log "strace not available: running the clients without it"
+fi
+
+# traced OUT CMD...: run CMD under strace (its trace in OUT.strace) or plainly.
+traced() {
+	_o=$1
+	shift
+	if [ -n "$TRACE" ]; then
+		$TRACE "$_o.strace" "$@"
+	else
+		"$@"
+	fi
+}
+
+tl_listener "$RAW/listener.txt" -p 21010 -b 8 -m never
+tl_log "blocking connect to 21010 (listener never accepts)"
+if [ -n "$TRACE" ]; then
+	tl_bg "$RAW/block-client.txt" $TRACE "$RAW/block.strace" "$TL_BIN/connect_block" -p 21010 -H
+else
+	tl_bg "$RAW/block-client.txt" "$TL_BIN/connect_block" -p 21010 -H
+fi
+CLIENT=$TL_LAST
+tl_wait_line "$CLIENT" "$RAW/block-client.txt" '^holding' 5
+"$TL_BIN/sockwatch" -1 -4 > "$RAW/block-sockets.txt" || tl_die "sockwatch failed"
+tl_stop "$CLIENT"
+
+tl_log "blocking connect to 21012 (nothing listens)"
+traced "$RAW/refused" "$TL_BIN/connect_block" -p 21012 > "$RAW/refused-client.txt" ||
+	tl_die "connect_block failed"
+
+tl_log "create_connection-style connect to 21010, poll() timeout 2000 ms"
+traced "$RAW/cc" "$TL_BIN/connect_timeout" -p 21010 -t 2000 -m close > "$RAW/cc-client.txt" ||
+	tl_die "connect_timeout failed"
+tl_stop "$TL_LISTENER"

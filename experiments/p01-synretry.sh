@@ -1,0 +1,27 @@
+#!/bin/sh
+# p01-synretry: a blocking connect() to a listener whose accept queue is full, so every SYN is
+# dropped (ListenOverflows) and the client retransmits until the kernel gives up (ETIMEDOUT).
+# TL_SYNCNT sets TCP_SYNCNT (default 2); empty means the system default (tcp_syn_retries).
+. "$(dirname "$0")/lib.sh"
+tl_init "$1"
+PORT=21013
+SYNCNT=${TL_SYNCNT-2}
+KEEP="TcpExtListenOverflows,TcpExtListenDrops,TcpExtTCPSynRetrans,TcpAttemptFails,TcpActiveOpens"
+
+"$TL_BIN/machine" > "$RAW/machine.txt" || tl_die "machine failed"
+tl_listener "$RAW/listener.txt" -p "$PORT" -m full
+"$TL_BIN/counters" > "$RAW/counters-before.txt" || tl_die "counters failed"
+
+tl_watch "$RAW/sockwatch.txt" -4 -e -s syn-sent -p "$PORT"
+
+tl_log "connect() to a full listener, TCP_SYNCNT=${SYNCNT:-default}"
+if [ -n "$SYNCNT" ]; then
+	"$TL_BIN/connect_block" -p "$PORT" -s "$SYNCNT" > "$RAW/client.txt"
+else
+	"$TL_BIN/connect_block" -p "$PORT" > "$RAW/client.txt"
+fi || tl_die "connect_block failed"
+"$TL_BIN/counters" -d "$RAW/counters-before.txt" -k "$KEEP" > "$RAW/counters-delta.txt" ||
+	tl_die "counters failed"
+tl_unwatch 5
+tl_stop "$TL_LISTENER"
+tl_log "$(grep '^result=' "$RAW/client.txt")"

@@ -1,0 +1,175 @@
+"""tcplab.py — what the report scripts and tests share: raw-file readers, the kernel's SYN
+retransmission schedule, and atomic writing of the .txt/.json pair.  Standard library only."""
+import json
+import os
+import tempfile
+
+SCHEMA = 1
+
+
+class RawError(Exception):
+    """A raw file is missing or does not say what the report needs."""
+
+
+def kv(line):
+    """`key=value key=value` → dict of strings (tokens without '=' are skipped)."""
+    out = {}
+    for tok in line.split():
+        if "=" in tok:
+            k, v = tok.split("=", 1)
+            out[k] = v
+    return out
+
+
+def read_lines(path):
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return [line.rstrip("\n") for line in f]
+    except OSError as e:
+        raise RawError(f"{path}: {e.strerror}") from None
+
+
+def read_kv_lines(path, prefix=None):
+    """Every line of a raw file parsed as key=value; with prefix, only lines starting with it."""
+    return [kv(line) for line in read_lines(path) if prefix is None or line.startswith(prefix)]
+
+
+def read_kv(path):
+    """All key=value pairs of a file merged into one dict (later lines win)."""
+    out = {}
+    for d in read_kv_lines(path):
+        out.update(d)
+    return out
+
+
+def read_counters_delta(path):
+    """A `counters -d` output → {name: int delta, or None when the counter is absent}."""
+    out = {}
+    for line in read_lines(path):
+        parts = line.split()
+        if len(parts) != 2:
+            continue
+        name, val = parts
+        out[name] = None if val == "absent" else int(val)
+    return out
+
+
+def read_machine(path):
+    """machine output → (info dict, sysctls dict with None for absent)."""
+    info, sysctls = {}, {}
+    for line in read_lines(path):
+        if line.startswith("sysctl "):
+            name, _, val = line[len("sysctl "):].partition("=")
+            sysctls[name] = None if val == "absent" else val
+        elif "=" in line:
+            info.update(kv(line))
+    return info, sysctls
+
+
+def sysctl_int(sysctls, name):
+    v = sysctls.get(name)
+    return None if v is None else int(v)
+
+
+def syn_model_timeout(boundary, rto_base=1.0, rto_max=120.0):
+    """tcp_model_timeout() of net/ipv4/tcp_timer.c: how long `boundary` exponential backoffs
+    from rto_base take, linear once the RTO reaches rto_max (seconds)."""
+    thresh = 0
+    while (rto_base * (2 << thresh)) <= rto_max:
+        thresh += 1
+    # thresh == ilog2(rto_max / rto_base) == 6 for 1 s and 120 s
+    if boundary <= thresh:
+        return ((2 << boundary) - 1) * rto_base
+    return ((2 << thresh) - 1) * rto_base + (boundary - thresh) * rto_max
+
+
+def expected_syn_schedule(syn_retries, linear_timeouts, rto_max=120.0):
+    """The retransmission times (s after the first SYN) and the give-up time that the kernel
+    documents for a SYN-SENT socket: ip-sysctl.rst (tcp_syn_retries, tcp_syn_linear_timeouts)
+    and tcp_write_timeout()/tcp_retransmit_timer() in net/ipv4/tcp_timer.c.
+
+    linear_timeouts is None on kernels without the sysctl (before 6.5): pure doubling, and the
+    retry count alone ends the attempt.  With it, the first `linear` timeouts stay at the initial
+    RTO, the attempt may use syn_retries + linear retransmissions, and it also ends once the
+    time of the old doubling schedule (tcp_model_timeout) has passed."""
+    linear = linear_timeouts or 0
+    max_retrans = syn_retries + linear
+    time_limit = syn_model_timeout(syn_retries) if linear_timeouts is not None else None
+    t, rto, k, times = 0.0, 1.0, 0, []
+    while True:
+        t += rto
+        if k >= max_retrans or (time_limit is not None and t >= time_limit):
+            return times, t
+        k += 1
+        times.append(t)
+        if k > linear:
+            rto = min(rto * 2, rto_max)
+
+
+def fmt_delta(v):
+    return "absent" if v is None else f"{v:+d}"
+
+
+def counters_block(deltas, indent="  "):
+    """Counter deltas as aligned lines, in the order given."""
+    if not deltas:
+        return [indent + "(no counter changed)"]
+    width = max(len(k) for k in deltas)
+    return [f"{indent}{k:<{width}}  {fmt_delta(v)}" for k, v in deltas.items()]
+
+
+def atomic_write(path, text):
+    """Write text to path through a temporary file and rename: a reader sees the old file or
+    the new one, never half of one (an interrupted run leaves no truncated output)."""
+    d = os.path.dirname(path) or "."
+    os.makedirs(d, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=d, prefix="." + os.path.basename(path) + ".")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
+def write_outputs(outdir, name, lines, obj):
+    """OUTDIR/name.txt (lines for a person) and OUTDIR/name.json (the same facts for tools)."""
+    obj = dict(obj)
+    obj.setdefault("schema", SCHEMA)
+    atomic_write(os.path.join(outdir, name + ".txt"), "\n".join(lines) + "\n")
+    atomic_write(os.path.join(outdir, name + ".json"), json.dumps(obj, indent=2) + "\n")
+
+
+def unit_dir(rawroot, unit):
+    return os.path.join(rawroot, unit)
+
+
+def collected_at(rawdir):
+    try:
+        return read_lines(os.path.join(rawdir, "collected-at.txt"))[0]
+    except (RawError, IndexError):
+        return None
+
+
+def kernel_release(rawdir):
+    """The release the machine probe saw in this unit (kernel= line), or None."""
+    path = os.path.join(rawdir, "machine.txt")
+    if not os.path.exists(path):
+        return None
+    return read_machine(path)[0].get("kernel")
+
+
+def report_main(argv, build):
+    """Entry point of every report script: build(rawroot, outdir) → 0; a missing or unreadable
+    raw file is one line on stderr and exit 1, never a traceback."""
+    import sys
+    if len(argv) != 3:
+        print(f"usage: {os.path.basename(argv[0])} RAWROOT OUTDIR", file=sys.stderr)
+        return 2
+    try:
+        build(argv[1], argv[2])
+    except (RawError, KeyError, ValueError, IndexError) as e:
+        print(f"{os.path.basename(argv[0])}: {type(e).__name__}: {e}", file=sys.stderr)
+        return 1
+    return 0

@@ -1,0 +1,303 @@
+#!/usr/bin/env bash
+# run.sh — the one entry point for tcplab experiments.  See ./run.sh --help.
+set -euo pipefail
+export LC_ALL=C
+
+TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+PY=/usr/bin/python3
+PROG=run.sh
+NS_PREFIX=tcplab
+EXIT_FAIL=1 EXIT_USAGE=2 EXIT_SKIP=4
+
+usage() {
+	cat <<USAGE
+usage: ./run.sh [--quick] [--all] [--kernel VERSION] [--accel tcg|kvm] [--out DIR] [NAME...]
+       ./run.sh diff DIR_A DIR_B
+       ./run.sh --list | --help
+
+Builds what is missing (installing missing Debian packages when root), runs each experiment
+unit in its own fresh network namespace, and writes outputs/<kernel release>/: for every
+report a .txt for people and a .json for tools, and raw/<unit>/ with what the programs printed.
+
+  (no NAME)        the connect() investigation, part 1: every p01-* unit, side by side
+  --quick          skip p01-synretry-default (the blocking connect that takes over 2 minutes)
+  --all            the p01 units and the labs (connect-modes, poll-scaling, accept-path)
+  NAME...          only these units (see --list)
+  --kernel VER     run inside a Debian kernel VER (e.g. 6.1, 6.12) booted under QEMU
+  --accel A        with --kernel: tcg (default, measured faster here) or kvm
+  --out DIR        write to DIR instead of outputs/<kernel release>
+  diff A B         compare two output directories through their .json files (exit 1 if they differ)
+  --list           list the units
+
+Units that measure speed (marked '# tcplab: exclusive') run alone, after the others.
+Exit status: 0 all units ran and reported, 1 a unit failed, 2 bad usage, 4 skipped (no root).
+USAGE
+}
+
+die() {
+	local status=$1
+	shift
+	echo "$PROG: $*" >&2
+	exit "$status"
+}
+
+log() {
+	printf '%s [run] %s\n' "$(date +%H:%M:%S)" "$*" >&2
+}
+
+all_units() {
+	local f
+	for f in "$TOP"/experiments/*.sh; do
+		f=${f##*/}
+		f=${f%.sh}
+		case $f in lib | vm-selftest) ;; *) echo "$f" ;; esac
+	done
+}
+
+is_exclusive() {
+	grep -q '^# tcplab: exclusive' "$TOP/experiments/$1.sh"
+}
+
+# The report a unit feeds: experiments/<unit>.py, else the unit minus its last -suffix.
+report_of() {
+	if [ -f "$TOP/experiments/$1.py" ]; then
+		echo "$1"
+	elif [ -f "$TOP/experiments/${1%-*}.py" ]; then
+		echo "${1%-*}"
+	fi
+}
+
+# ---- namespaces -------------------------------------------------------------------------------
+# Names are tcplab-<run pid>-<random>-<unit>, so a later run can tell a live run's namespaces
+# from those a killed run (SIGKILL runs no trap) left behind.
+
+NAMESPACES=()
+
+ns_kill_and_delete() {
+	local ns=$1 pids
+	pids=$(ip netns pids "$ns" 2>/dev/null || true)
+	[ -z "$pids" ] || kill -KILL $pids 2>/dev/null || true
+	ip netns del "$ns" 2>/dev/null || true
+}
+
+# Remove what runs killed without their traps left: namespaces whose run pid is gone, their
+# processes, and half-written temporary directories.  Says what it removed.
+reap_stale() {
+	local ns pid found=0
+	for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep "^$NS_PREFIX-" || true); do
+		pid=${ns#"$NS_PREFIX"-}
+		pid=${pid%%-*}
+		case $pid in '' | *[!0-9]*) continue ;; esac
+		if ! kill -0 "$pid" 2>/dev/null; then
+			ns_kill_and_delete "$ns"
+			found=$((found + 1))
+		fi
+	done
+	[ "$found" -eq 0 ] || log "removed $found namespace(s) left by an interrupted run"
+	local d
+	for d in "$TOP"/outputs/*/.tmp-*; do
+		[ -e "$d" ] || continue
+		pid=${d##*/.tmp-}
+		if ! kill -0 "$pid" 2>/dev/null; then
+			rm -rf "$d"
+			log "removed ${d#"$TOP"/}, left by an interrupted run"
+		fi
+	done
+}
+
+# A fresh namespace with lo up.  Where the kernel allows (tcp_child_ehash_entries, 5.19+), it
+# gets a private TCP established-hash table of 1024 buckets instead of sharing the host's: a
+# sock_diag dump walks the whole table, so a private one makes a 1 ms sockwatch sample cheap.
+# The table is created by the namespace that creates the new one, hence the short-lived parent.
+make_ns() {
+	local ns=$1 parent="$1-p"
+	ip netns add "$parent"
+	if ip netns exec "$parent" sysctl -qw net.ipv4.tcp_child_ehash_entries=1024 2>/dev/null &&
+		touch "/run/netns/$ns" &&
+		nsenter --net="/run/netns/$parent" unshare --net="/run/netns/$ns" true 2>/dev/null; then
+		ip netns del "$parent"
+	else
+		ip netns del "$parent"
+		rm -f "/run/netns/$ns"
+		ip netns add "$ns"
+	fi
+	NAMESPACES+=("$ns")
+	ip -n "$ns" link set lo up
+}
+
+TMPDIR_RUN=""
+cleanup() {
+	local status=$?
+	trap - EXIT INT TERM
+	local ns
+	for ns in "${NAMESPACES[@]}"; do
+		ns_kill_and_delete "$ns"
+		ns_kill_and_delete "$ns-p"
+	done
+	[ -z "$TMPDIR_RUN" ] || rm -rf "$TMPDIR_RUN"
+	exit "$status"
+}
+
+# ---- build ------------------------------------------------------------------------------------
+
+ensure_built() {
+	local missing=()
+	command -v cc > /dev/null || missing+=(gcc)
+	command -v make > /dev/null || missing+=(make)
+	command -v pkg-config > /dev/null && pkg-config --exists libmnl 2> /dev/null ||
+		missing+=(libmnl-dev)
+	command -v ip > /dev/null || missing+=(iproute2)
+	command -v strace > /dev/null || missing+=(strace)
+	[ -x "$PY" ] || missing+=(python3)
+	if [ ${#missing[@]} -gt 0 ]; then
+		[ "$(id -u)" -eq 0 ] || die $EXIT_FAIL "missing ${missing[*]}: run 'make deps' as root"
+		log "installing missing packages: ${missing[*]}"
+		command -v make > /dev/null || {
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq make
+		}
+		make -C "$TOP" -s deps >&2
+	fi
+	make -C "$TOP" -s all >&2 || die $EXIT_FAIL "build failed"
+}
+
+# ---- units ------------------------------------------------------------------------------------
+
+# Start one unit in its namespace; its pid goes to UNIT_PID[unit].
+declare -A UNIT_PID=() UNIT_T0=()
+start_unit() {
+	local unit=$1 ns="$NS_PREFIX-$$-$RANDOM$RANDOM-$1"
+	ns=${ns:0:60}
+	make_ns "$ns"
+	mkdir -p "$TMPDIR_RUN/raw"
+	UNIT_T0[$unit]=$SECONDS
+	ip netns exec "$ns" env TL_BIN="$TOP/build/bin" ${TL_QUICK:+TL_QUICK=1} \
+		sh "$TOP/experiments/$unit.sh" "$TMPDIR_RUN/raw/$unit" &
+	UNIT_PID[$unit]=$!
+	log "$unit: started in namespace $ns"
+}
+
+# Wait for one unit; on success move its raw directory into place (old one replaced whole).
+finish_unit() {
+	local unit=$1 status=0
+	wait "${UNIT_PID[$unit]}" || status=$?
+	if [ "$status" -ne 0 ]; then
+		log "$unit: FAILED (exit $status) after $((SECONDS - UNIT_T0[$unit])) s"
+		FAILED+=("$unit")
+		return 0
+	fi
+	rm -rf "$OUT/raw/$unit"
+	mkdir -p "$OUT/raw"
+	mv "$TMPDIR_RUN/raw/$unit" "$OUT/raw/$unit"
+	DONE_UNITS+=("$unit")
+	log "$unit: done in $((SECONDS - UNIT_T0[$unit])) s"
+}
+
+run_host() {
+	local u parallel=() exclusive=()
+	for u in "$@"; do
+		if is_exclusive "$u"; then exclusive+=("$u"); else parallel+=("$u"); fi
+	done
+	for u in "${parallel[@]}"; do start_unit "$u"; done
+	for u in "${parallel[@]}"; do finish_unit "$u"; done
+	for u in "${exclusive[@]}"; do
+		start_unit "$u"
+		finish_unit "$u"
+	done
+}
+
+run_reports() {
+	local u r seen=" "
+	for u in "${DONE_UNITS[@]}"; do
+		r=$(report_of "$u")
+		[ -n "$r" ] || continue
+		case $seen in *" $r "*) continue ;; esac
+		seen="$seen$r "
+		if "$PY" "$TOP/experiments/$r.py" "$OUT/raw" "$OUT"; then
+			log "wrote ${OUT#"$TOP"/}/$r.txt and .json"
+		else
+			log "report $r FAILED"
+			FAILED+=("report:$r")
+		fi
+	done
+}
+
+# Run units inside a Debian kernel under QEMU (lib/vm.sh); raw files come back to the host and
+# are reported here, into outputs/<the guest's release>/.
+run_vm() {
+	local raw="$TMPDIR_RUN/raw" status=0 release u
+	mkdir -p "$raw"
+	"$TOP/lib/vm.sh" --accel "$ACCEL" "$KERNEL" "$raw" "$@" || status=$?
+	[ "$status" -ne "$EXIT_SKIP" ] || exit "$EXIT_SKIP"
+	release=$(sed -n 's/^kernel=//p' "$raw/vm.txt" 2> /dev/null | head -n 1)
+	[ -n "$release" ] || die $EXIT_FAIL "the guest reported no kernel release (see above)"
+	[ -n "$OUT_SET" ] || OUT="$TOP/outputs/$release"
+	mkdir -p "$OUT/raw"
+	cp "$raw/vm.txt" "$OUT/raw/vm.txt"
+	for u in "$@"; do
+		if [ -d "$raw/$u" ] && [ "$status" -eq 0 ]; then
+			rm -rf "$OUT/raw/$u"
+			mv "$raw/$u" "$OUT/raw/$u"
+			DONE_UNITS+=("$u")
+		else
+			FAILED+=("$u")
+		fi
+	done
+}
+
+main() {
+	local quick="" all="" units=() u
+	KERNEL="" ACCEL=tcg OUT="" OUT_SET=""
+	if [ "${1:-}" = diff ]; then
+		shift
+		[ $# -eq 2 ] || die $EXIT_USAGE "usage: ./run.sh diff DIR_A DIR_B"
+		exec "$PY" "$TOP/lib/tcplab_diff.py" "$1" "$2"
+	fi
+	while [ $# -gt 0 ]; do
+		case $1 in
+		-h | --help) usage; exit 0 ;;
+		--list) all_units; exit 0 ;;
+		--quick) quick=1 ;;
+		--all) all=1 ;;
+		--kernel) [ $# -ge 2 ] || die $EXIT_USAGE "--kernel needs a version (e.g. 6.1)"; KERNEL=$2; shift ;;
+		--accel) [ $# -ge 2 ] || die $EXIT_USAGE "--accel needs tcg or kvm"; ACCEL=$2; shift ;;
+		--out) [ $# -ge 2 ] || die $EXIT_USAGE "--out needs a directory"; OUT=$2; OUT_SET=1; shift ;;
+		-*) die $EXIT_USAGE "unknown option '$1' (see ./run.sh --help)" ;;
+		*) units+=("$1") ;;
+		esac
+		shift
+	done
+	case $ACCEL in tcg | kvm) ;; *) die $EXIT_USAGE "--accel '$ACCEL': want tcg or kvm" ;; esac
+	for u in "${units[@]}"; do
+		[ -f "$TOP/experiments/$u.sh" ] && [ "$u" != lib ] ||
+			die $EXIT_USAGE "unknown experiment '$u' (./run.sh --list shows them)"
+	done
+	if [ ${#units[@]} -eq 0 ]; then
+		for u in $(all_units); do
+			case $u in p01-*) ;; *) [ -n "$all" ] || continue ;; esac
+			[ -z "$quick" ] || [ "$u" != p01-synretry-default ] || continue
+			units+=("$u")
+		done
+	fi
+	[ -n "$quick" ] && export TL_QUICK=1
+	[ "$(id -u)" -eq 0 ] || die $EXIT_SKIP "needs root for network namespaces (try: sudo ./run.sh)"
+	[ -n "$OUT" ] || OUT="$TOP/outputs/$(uname -r)"
+	mkdir -p "$OUT" 2> /dev/null && [ -w "$OUT" ] || die $EXIT_FAIL "cannot write to $OUT"
+	OUT=$(cd "$OUT" && pwd)
+
+	reap_stale
+	TMPDIR_RUN="$OUT/.tmp-$$"
+	trap cleanup EXIT
+	trap 'log "interrupted: stopping every unit"; exit 130' INT
+	trap 'log "terminated: stopping every unit"; exit 143' TERM
+	mkdir -p "$TMPDIR_RUN"
+	ensure_built
+	FAILED=() DONE_UNITS=()
+	local t0=$SECONDS
+	log "running ${units[*]}${KERNEL:+ in Debian kernel $KERNEL ($ACCEL)}"
+	if [ -n "$KERNEL" ]; then run_vm "${units[@]}"; else run_host "${units[@]}"; fi
+	run_reports
+	log "finished in $((SECONDS - t0)) s: ${#DONE_UNITS[@]} unit(s) ran, ${#FAILED[@]} failed${FAILED:+ (${FAILED[*]})}; outputs in ${OUT#"$TOP"/}/"
+	[ ${#FAILED[@]} -eq 0 ] || exit $EXIT_FAIL
+}
+
+main "$@"
