@@ -1,0 +1,331 @@
+/* counters — the kernel's SNMP and netstat counters by name: a snapshot, or a delta between a
+ * saved snapshot and now.  See docs/counters.md.
+ *
+ * Reads /proc/thread-self/net/{snmp,netstat}: /proc/net follows the thread-group leader's
+ * network namespace, thread-self follows this thread's (the one `ip netns exec` switched).
+ * Cheap by design: no fork, no stdio on the hot path, one read() per file, hash lookups, one
+ * write() for the whole output.
+ */
+#include "tl_snmp.h"
+#include "tl_util.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define SNMP_PATH	"/proc/thread-self/net/snmp"
+#define NETSTAT_PATH	"/proc/thread-self/net/netstat"
+#define BUF_START	(64 * 1024)
+#define BUF_MAX		(64 * 1024 * 1024)
+
+static struct env {
+	const char *snmp;	/* NULL: not read */
+	const char *netstat;	/* NULL: not read */
+	const char *before;	/* -d: delta mode */
+	const char *after;	/* -a: "now" is this snapshot */
+	struct tl_snmp keys;	/* -k: always printed in delta mode */
+} env;
+
+/* A growing read buffer, reused for every file. */
+struct buf {
+	char *p;
+	size_t len, cap;
+};
+
+static void usage(void)
+{
+	fputs(
+		"usage: counters [-S snmp] [-N netstat] [-d before [-a after] [-k name[,name...]]]\n"
+		"Print the kernel's SNMP and netstat counters (nstat names), or how they changed.\n"
+		"  (no -d)  snapshot: \"Name value\" for every counter, in file order\n"
+		"  -d FILE  delta since snapshot FILE: \"Name +N\" or \"Name -N\" for each counter that\n"
+		"           changed; \"Name only-now V\" or \"Name only-before V\" when one side lacks it\n"
+		"  -a FILE  with -d: compare with snapshot FILE instead of the counters now\n"
+		"  -k LIST  with -d: always print these counters (comma-separated), \"Name +0\" too;\n"
+		"           \"Name absent\" when neither side has one\n"
+		"  -S FILE  read FILE instead of " SNMP_PATH " (alone: netstat is not read)\n"
+		"  -N FILE  read FILE instead of " NETSTAT_PATH " (alone: snmp is not read)\n"
+		"  -h       print this help\n", stdout);
+}
+
+static void add_keys(char *list)
+{
+	char *save = NULL, *name;
+
+	if (list[0] == '\0' || list[0] == ',' || list[strlen(list) - 1] == ',' || strstr(list, ",,"))
+		tl_errx(TL_EXIT_USAGE, "-k '%s': empty counter name", list);
+	for (name = strtok_r(list, ",", &save); name != NULL; name = strtok_r(NULL, ",", &save)) {
+		if (tl_snmp_add(&env.keys, name, 0, 0) == 0 || errno == EEXIST)
+			continue;
+		if (errno == EINVAL || errno == ENAMETOOLONG)
+			tl_errx(TL_EXIT_USAGE, "-k '%s': not a counter name", name);
+		tl_err(1, "-k");
+	}
+}
+
+static void parse_args(int argc, char **argv)
+{
+	int opt;
+
+	opterr = 0;
+	while ((opt = getopt(argc, argv, ":S:N:d:a:k:h")) != -1) {
+		switch (opt) {
+		case 'S': env.snmp = optarg; break;
+		case 'N': env.netstat = optarg; break;
+		case 'd': env.before = optarg; break;
+		case 'a': env.after = optarg; break;
+		case 'k': add_keys(optarg); break;
+		case 'h': usage(); exit(0);
+		case ':': tl_errx(TL_EXIT_USAGE, "option -%c needs an argument", optopt);
+		default: tl_errx(TL_EXIT_USAGE, "unknown option -%c (-h for help)", optopt);
+		}
+	}
+	if (optind < argc)
+		tl_errx(TL_EXIT_USAGE, "unexpected argument '%s' (-h for help)", argv[optind]);
+	if (env.before == NULL && (env.after != NULL || env.keys.n > 0))
+		tl_errx(TL_EXIT_USAGE, "-a and -k need -d");
+	if (env.after != NULL && (env.snmp != NULL || env.netstat != NULL))
+		tl_errx(TL_EXIT_USAGE, "-a compares two snapshots: it excludes -S and -N");
+	if (env.snmp == NULL && env.netstat == NULL) {
+		env.snmp = SNMP_PATH;
+		env.netstat = NETSTAT_PATH;
+	}
+}
+
+static int buf_grow(struct buf *b)
+{
+	size_t cap = b->cap ? b->cap * 2 : BUF_START;
+	char *p;
+
+	if (cap > BUF_MAX) {
+		errno = EFBIG;
+		return -1;
+	}
+	p = realloc(b->p, cap);
+	if (p == NULL)
+		return -1;
+	b->p = p;
+	b->cap = cap;
+	return 0;
+}
+
+/* Fill b from fd.  From a regular file (procfs ones included) a short read means end of file,
+ * so a /proc file costs one read(); pipes are read until read() returns 0. */
+static int read_fd(int fd, int regular, struct buf *b)
+{
+	size_t want;
+	ssize_t n;
+
+	for (;;) {
+		if (b->len == b->cap && buf_grow(b) < 0)
+			return -1;
+		want = b->cap - b->len;
+		n = read(fd, b->p + b->len, want);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -1;
+		b->len += (size_t)n;
+		if (n == 0 || (regular && (size_t)n < want))
+			return 0;
+	}
+}
+
+/* The whole of path in b.  Returns -1 with errno. */
+static int read_file(const char *path, struct buf *b)
+{
+	struct stat st;
+	int fd = -1, ret = -1, saved;
+
+	b->len = 0;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	if (fstat(fd, &st) == 0 && read_fd(fd, S_ISREG(st.st_mode), b) == 0)
+		ret = 0;
+	saved = errno;
+	close(fd);
+	errno = saved;
+	return ret;
+}
+
+/* Parse path into s, as /proc text (snapshot = 0) or as a saved snapshot.  A file that yields
+ * no counter is an error: an empty set would report every counter as missing. */
+static int load(struct tl_snmp *s, const char *path, int snapshot, struct buf *b)
+{
+	size_t n0 = s->n, refused0 = s->refused;
+	int r;
+
+	if (read_file(path, b) < 0) {
+		tl_warn("%s", path);
+		return -1;
+	}
+	r = snapshot ? tl_snmp_parse_snapshot(s, b->p, b->len) : tl_snmp_parse_proc(s, b->p, b->len);
+	if (r < 0) {
+		tl_warn("%s", path);
+		return -1;
+	}
+	if (s->refused > refused0)
+		tl_warnx("%s: skipped %zu malformed %s", path, s->refused - refused0,
+			 snapshot ? "line(s)" : "line pair(s)");
+	if (s->n == n0) {
+		tl_warnx("%s: no counters", path);
+		return -1;
+	}
+	return 0;
+}
+
+static int load_now(struct tl_snmp *now, struct buf *b)
+{
+	if (env.after != NULL)
+		return load(now, env.after, 1, b);
+	if (env.snmp != NULL && load(now, env.snmp, 0, b) < 0)
+		return -1;
+	if (env.netstat != NULL && load(now, env.netstat, 0, b) < 0)
+		return -1;
+	return 0;
+}
+
+/* Append "a b c\n" (c may be NULL) to o. */
+static int out_line(struct buf *o, const char *a, const char *b, const char *c)
+{
+	size_t la = strlen(a), lb = strlen(b), lc = c ? strlen(c) + 1 : 0;
+
+	while (o->cap - o->len < la + lb + lc + 2)
+		if (buf_grow(o) < 0)
+			return -1;
+	memcpy(o->p + o->len, a, la);
+	o->p[o->len + la] = ' ';
+	memcpy(o->p + o->len + la + 1, b, lb);
+	o->len += la + 1 + lb;
+	if (c != NULL) {
+		o->p[o->len] = ' ';
+		memcpy(o->p + o->len + 1, c, lc - 1);
+		o->len += lc;
+	}
+	o->p[o->len++] = '\n';
+	return 0;
+}
+
+static int write_all(int fd, const char *p, size_t len)
+{
+	ssize_t n;
+
+	while (len > 0) {
+		n = write(fd, p, len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -1;
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+static int put_snapshot(const struct tl_snmp *s, struct buf *o)
+{
+	char v[TL_SNMP_VALUE_STR];
+	size_t i;
+
+	for (i = 0; i < s->n; i++)
+		if (out_line(o, s->c[i].name, tl_snmp_fmt_value(&s->c[i], v), NULL) < 0)
+			return -1;
+	return 0;
+}
+
+/* Counters of now that changed or are keys, in now's order. */
+static int put_changed(const struct tl_snmp *before, const struct tl_snmp *now, struct buf *o)
+{
+	const struct tl_snmp_counter *b, *c;
+	char v[TL_SNMP_DELTA_STR];
+	struct tl_snmp_delta d;
+	size_t i;
+	int r = 0;
+
+	for (i = 0; i < now->n && r == 0; i++) {
+		c = &now->c[i];
+		b = tl_snmp_find(before, c->name);
+		if (b == NULL) {
+			r = out_line(o, c->name, "only-now", tl_snmp_fmt_value(c, v));
+			continue;
+		}
+		tl_snmp_delta(b, c, &d);
+		if (!tl_snmp_delta_is_zero(&d) || tl_snmp_find(&env.keys, c->name) != NULL)
+			r = out_line(o, c->name, tl_snmp_fmt_delta(&d, v), NULL);
+	}
+	return r;
+}
+
+/* put_changed, then counters only before has, then keys that neither side has. */
+static int put_delta(const struct tl_snmp *before, const struct tl_snmp *now, struct buf *o)
+{
+	const struct tl_snmp_counter *c;
+	char v[TL_SNMP_VALUE_STR];
+	size_t i;
+
+	if (put_changed(before, now, o) < 0)
+		return -1;
+	for (i = 0; i < before->n; i++) {
+		c = &before->c[i];
+		if (tl_snmp_find(now, c->name) == NULL &&
+		    out_line(o, c->name, "only-before", tl_snmp_fmt_value(c, v)) < 0)
+			return -1;
+	}
+	for (i = 0; i < env.keys.n; i++) {
+		c = &env.keys.c[i];
+		if (tl_snmp_find(now, c->name) == NULL && tl_snmp_find(before, c->name) == NULL &&
+		    out_line(o, c->name, "absent", NULL) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+/* The output of this run into b (reused: every file is parsed by now), then to stdout. */
+static int output(const struct tl_snmp *before, const struct tl_snmp *now, struct buf *b)
+{
+	int r;
+
+	b->len = 0;
+	r = env.before == NULL ? put_snapshot(now, b) : put_delta(before, now, b);
+	if (r < 0) {
+		tl_warn("output");
+		return -1;
+	}
+	if (write_all(STDOUT_FILENO, b->p, b->len) < 0) {
+		tl_warn("stdout");
+		return -1;
+	}
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	struct tl_snmp now, before;
+	struct buf b = { NULL, 0, 0 };
+	int status = 1;
+
+	tl_set_progname(argv[0]);
+	tl_snmp_init(&env.keys);
+	tl_snmp_init(&now);
+	tl_snmp_init(&before);
+	parse_args(argc, argv);
+	if (load_now(&now, &b) < 0)
+		goto cleanup;
+	if (env.before != NULL && load(&before, env.before, 1, &b) < 0)
+		goto cleanup;
+	if (output(&before, &now, &b) < 0)
+		goto cleanup;
+	status = 0;
+cleanup:
+	tl_snmp_free(&before);
+	tl_snmp_free(&now);
+	tl_snmp_free(&env.keys);
+	free(b.p);
+	return status;
+}
