@@ -92,3 +92,15 @@ clean:
 	rm -rf build build-san build-fuzz build-static
 
 -include $(COMMON_OBJ:.o=.d) $(NETLINK_OBJ:.o=.d) $(FIXTURE_SRC:%.c=$(BUILD)/%.d) $(PROBE_SRC:%.c=$(BUILD)/%.d)
+
+# Kernel matrix (lib/vm.sh, docs/kernel-matrix.md): QEMU and what goes into the guest's initramfs.
+.PHONY: deps-kernel
+KERNEL_DEB_PACKAGES := qemu-system-x86 busybox-static cpio xz-utils
+deps-kernel:
+	@missing=""; for p in $(KERNEL_DEB_PACKAGES); do \
+		dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'ok installed' || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+		echo "make deps-kernel: installing$$missing"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
+	else echo "make deps-kernel: all present"; fi
