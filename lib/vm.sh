@@ -21,8 +21,9 @@ TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 CACHE=${TCPLAB_CACHE:-/var/cache/tcplab}
 BUILD=${TCPLAB_BUILD:-build}
 case $BUILD in /*) BINDIR=$BUILD/bin ;; *) BINDIR=$TOP/$BUILD/bin ;; esac
+EXPDIR=${TCPLAB_EXPERIMENTS:-$TOP/experiments}	# tests point this at units of their own
 MODULES=(inet_diag tcp_diag)	# what sock_diag needs; the debs carry no modules.dep
-UNIT_DEFAULT_S=150		# a unit without a "# tcplab-duration-s: N" line may take this long
+UNIT_DEFAULT_S=150		# a unit without a "# tcplab: duration-s N" line may take this long
 MEMORY_MB=512
 
 ACCEL=tcg			# measured: nested KVM here is slower than TCG or fails (see docs)
@@ -103,7 +104,7 @@ parse_args() {
 	local u
 	for u in "${UNITS[@]}"; do
 		[[ $u =~ ^[A-Za-z0-9][A-Za-z0-9._-]*$ ]] || fail 2 "unit name '$u' is not a plain name"
-		[ -f "$TOP/experiments/$u.sh" ] || fail 2 "no experiments/$u.sh"
+		[ -f "$EXPDIR/$u.sh" ] || fail 2 "no $EXPDIR/$u.sh"
 	done
 }
 
@@ -255,14 +256,24 @@ copy_with_libs() {
 	done < <(ldd "$1" 2>/dev/null | awk '$2 == "=>" && $3 ~ /^\// { print $3 } $1 ~ /^\// { print $1 }')
 }
 
-# Sum of the units' expected durations, from "# tcplab-duration-s: N" in each script.
+# Sum of the units' expected durations, from "# tcplab: duration-s N" in each script.
 units_duration() {
 	local u n total=0
 	for u in "${UNITS[@]}"; do
-		n=$(sed -n '/^# *tcplab-duration-s: *\([0-9][0-9]*\).*/{s//\1/p;q}' "$TOP/experiments/$u.sh")
+		n=$(sed -n '/^# tcplab: duration-s \([0-9][0-9]*\).*/{s//\1/p;q}' "$EXPDIR/$u.sh")
 		total=$((total + ${n:-$UNIT_DEFAULT_S}))
 	done
 	echo "$total"
+}
+
+# The caller's TL_* settings (TL_QUICK, TL_CONNECTS, TL_SYNCNT...) as sh exports for the guest.
+forward_env() {
+	local name value
+	while IFS= read -r name; do
+		case $name in TL_BIN|TL_GUEST) continue ;; esac
+		value=${!name}
+		printf "export %s='%s'\n" "$name" "${value//\'/\'\\\'\'}"
+	done < <(compgen -e | grep -E '^TL_[A-Z0-9_]+$' || true)
 }
 
 build_initramfs() {
@@ -280,7 +291,7 @@ build_initramfs() {
 	for f in "$BINDIR"/*; do
 		[ -f "$f" ] && [ -x "$f" ] && copy_with_libs "$f" "$DEST/tcplab/bin"
 	done
-	cp "$TOP"/experiments/*.sh "$DEST/tcplab/experiments/"
+	cp "$EXPDIR"/*.sh "$DEST/tcplab/experiments/"
 	MODLIST=""
 	for a in "${MODULES[@]}"; do
 		module_add "$a"
@@ -290,6 +301,7 @@ build_initramfs() {
 		echo "TL_UNITS='${UNITS[*]}'"
 		echo "TL_DEADLINE_S=$GUEST_DEADLINE"
 		echo "TL_MODULES='${MODLIST# }'"
+		forward_env
 	} >"$DEST/tcplab/config"
 	(cd "$DEST" && find . -print0 | cpio --null -o -H newc -R 0:0 --quiet) | gzip -1 >"$WORK/initrd.gz"
 }
@@ -305,8 +317,12 @@ watch_console() {
 			[ -f "$WORK/boot_s" ] || since_start >"$WORK/boot_s"
 			progress "[$(since_start) s] ${line#tcplab: }" ;;
 		"tcplab: "*) progress "[$(since_start) s] ${line#tcplab: }" ;;
-		"["*) [ "$VERBOSE" = 1 ] && progress "[$(since_start) s] kernel: $line" ;;
-		*) progress "[$(since_start) s]   $line" ;;
+		*)
+			if [[ $line =~ ^\[\ *[0-9]+\.[0-9]+\] ]]; then
+				[ "$VERBOSE" = 1 ] && progress "[$(since_start) s] kernel: $line"
+			else
+				progress "[$(since_start) s]   $line"
+			fi ;;
 		esac
 	done
 	return 0
@@ -395,7 +411,7 @@ write_vm_txt() {
 	{
 		echo "version=$VERSION"
 		echo "package=$PACKAGE"
-		echo "kernel_release=$(meta_value uname_r)"
+		echo "kernel=$(meta_value uname_r)"
 		echo "accel=$ACCEL"
 		echo "cpu=$CPU"
 		echo "smp=1"
@@ -421,6 +437,7 @@ main() {
 	check_tools
 	trap cleanup EXIT
 	trap on_signal INT TERM
+	{ mkdir -p "$RAWROOT" 2>/dev/null && [ -w "$RAWROOT" ]; } || fail 1 "cannot write to $RAWROOT"
 	resolve_kernel
 	[ -n "$TIMEOUT" ] || TIMEOUT=$((60 + $(units_duration)))
 	# The guest stops its units itself a little before the host kills it, so it can still ship.
@@ -434,6 +451,10 @@ main() {
 	unpack_frames
 	judge
 	write_vm_txt
+	if [ "$STATUS" = crashed ] || [ "$STATUS" = timeout ]; then
+		progress "last console lines (all in $RAWROOT/vm-console.log):"
+		tr -d '\r' <"$WORK/console.log" | tail -n 5 | sed 's/^/vm:   /' >&2
+	fi
 	progress "done in $WALL_S s: status=$STATUS, kernel $(meta_value uname_r), boot $(cat "$WORK/boot_s" 2>/dev/null || echo '?') s"
 	case $STATUS in
 	ok) return 0 ;;
