@@ -1,0 +1,221 @@
+"""tcplab_diff on hand-made JSON pairs: equal sides print nothing; each kind of difference is
+reported once, in words that name it; noise within the tolerances is no difference."""
+import copy
+import json
+import os
+import subprocess
+
+import pytest
+
+import tcplab_diff
+
+TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DIFF = os.path.join(TOP, "lib", "tcplab_diff.py")
+
+
+def synretry(retrans_at=(1.01, 3.02), linear=None):
+    return {
+        "experiment": "p01-synretry", "kernel": "6.1.0-57-cloud-amd64", "schema": 1,
+        "collected_at": "2026-11-30T12:52:40Z",
+        "syncnt": 2, "errno": "ETIMEDOUT", "elapsed_s": 7.087,
+        "counters": {"TcpExtTCPSynRetrans": len(retrans_at), "TcpActiveOpens": 1,
+                     "TcpExtListenDrops": 2000},
+        "sysctls": {"net.ipv4.tcp_syn_retries": "6", "net.ipv4.tcp_syn_linear_timeouts": linear},
+        "retransmits": [{"t_s": t, "retrans": i + 1, "timer": "on", "expires_ms": 1000}
+                        for i, t in enumerate(retrans_at)],
+        "expected": [1.0, 3.0], "expected_elapsed_s": 7.0,
+        "default": None,
+    }
+
+
+def connect_time():
+    part = {"n": 2000, "errors": {}, "us": {"min": 6.7, "p10": 6.9, "median": 7.3, "p90": 11.2,
+                                           "p99": 23.8, "max": 68.4}}
+    refused = copy.deepcopy(part)
+    refused["errors"] = {"ECONNREFUSED": 2000}
+    return {"experiment": "p01-connect-time", "kernel": "6.1.0-57-cloud-amd64", "errno": None,
+            "elapsed_s": 0.4, "counters": {"TcpActiveOpens": 4000, "TcpOutRsts": 2000},
+            "parts": {"accept": part, "refused": refused}}
+
+
+def machine():
+    return {"experiment": "p01-machine", "kernel": "6.1.0-57-cloud-amd64", "hz": 250,
+            "errno": None, "elapsed_s": 0.01, "counters": {},
+            "sysctls": {"net.ipv4.tcp_syn_retries": "6", "net.ipv4.tcp_syn_linear_timeouts": None}}
+
+
+def base():
+    return {"p01-synretry": synretry(), "p01-connect-time": connect_time(),
+            "p01-machine": machine()}
+
+
+def write(dirpath, objs):
+    os.makedirs(dirpath, exist_ok=True)
+    for name, obj in objs.items():
+        with open(os.path.join(dirpath, name + ".json"), "w") as f:
+            json.dump(obj, f)
+    return str(dirpath)
+
+
+def diff(tmp_path, a, b):
+    """(lines, exit status) of the command on two directories named A and B."""
+    r = subprocess.run(["/usr/bin/python3", DIFF, write(tmp_path / "A", a), write(tmp_path / "B", b)],
+                       capture_output=True, text=True)
+    assert r.stderr == ""
+    return r.stdout.splitlines(), r.returncode
+
+
+def set_path(objs, path, value):
+    node = objs
+    for k in path[:-1]:
+        node = node[k]
+    node[path[-1]] = value
+
+
+def delete_path(objs, path):
+    node = objs
+    for k in path[:-1]:
+        node = node[k]
+    del node[path[-1]]
+
+
+def test_equal_sides_print_nothing(tmp_path):
+    assert diff(tmp_path, base(), base()) == ([], 0)
+
+
+# Noise and fields that are different in every run: no difference.
+SAME = [
+    ("kernel string", ("p01-synretry", "kernel"), "6.18.44"),
+    ("timestamp", ("p01-synretry", "collected_at"), "2027-01-01T00:00:00Z"),
+    ("total time within 50 ms", ("p01-synretry", "elapsed_s"), 7.13),
+    ("total time within 10 %", ("p01-connect-time", "elapsed_s"), 0.43),
+    ("counter within 10 %", ("p01-synretry", "counters", "TcpExtListenDrops"), 2100),
+    ("percentile 5x apart", ("p01-connect-time", "parts", "accept", "us", "median"), 36.5),
+    ("unknown key", ("p01-synretry", "events"), [{"t_s": 0.1}]),
+]
+
+
+@pytest.mark.parametrize("what,path,value", SAME, ids=[c[0] for c in SAME])
+def test_noise_is_no_difference(tmp_path, what, path, value):
+    b = base()
+    set_path(b, path, value)
+    assert diff(tmp_path, base(), b) == ([], 0), what
+
+
+def test_schedule_within_tolerance_is_no_difference(tmp_path):
+    b = base()
+    b["p01-synretry"] = synretry(retrans_at=(1.04, 3.10))
+    assert diff(tmp_path, base(), b) == ([], 0)
+
+
+# One change, one line: (what, path, new value, the line expected under the experiment's name).
+ONE_LINE = [
+    ("sysctl absent on one side", ("p01-machine", "sysctls", "net.ipv4.tcp_syn_linear_timeouts"), "4",
+     "sysctl net.ipv4.tcp_syn_linear_timeouts: absent in A, 4 in B"),
+    ("sysctl value", ("p01-machine", "sysctls", "net.ipv4.tcp_syn_retries"), "5",
+     "sysctl net.ipv4.tcp_syn_retries: 6 in A, 5 in B"),
+    ("errno", ("p01-synretry", "errno"), None,
+     "errno: ETIMEDOUT in A, none (success) in B"),
+    ("total time", ("p01-synretry", "elapsed_s"), 131.2,
+     "total time: 7.087 s in A, 131.200 s in B"),
+    ("counter value", ("p01-synretry", "counters", "TcpActiveOpens"), 3,
+     "counter TcpActiveOpens: +1 in A, +3 in B"),
+    ("counter only on one side", ("p01-synretry", "counters", "IpOutTransmits"), 6,
+     "counter IpOutTransmits: only in B (+6)"),
+    ("percentile 10x apart", ("p01-connect-time", "parts", "refused", "us", "p99"), 400.0,
+     "refused: connect() time p99: 23.8 us in A, 400 us in B (17x apart)"),
+    ("connect errors by name", ("p01-connect-time", "parts", "accept", "errors"), {"EADDRNOTAVAIL": 3},
+     "accept: error EADDRNOTAVAIL: only in B (+3)"),
+    ("number of connects", ("p01-connect-time", "parts", "accept", "n"), 200,
+     "accept: number of connects: 2000 in A, 200 in B"),
+    ("HZ", ("p01-machine", "hz"), 1000, "HZ: 250 in A, 1000 in B"),
+    ("TCP_SYNCNT", ("p01-synretry", "syncnt"), 6, "TCP_SYNCNT: 2 in A, 6 in B"),
+    ("expected schedule", ("p01-synretry", "expected"), [1.0, 2.0],
+     "expected SYN retransmissions (from the sysctls): 1.00, 3.00 s in A; 1.00, 2.00 s in B"),
+    ("default run on one side", ("p01-synretry", "default"), synretry(),
+     "default TCP_SYNCNT run: only in B"),
+]
+
+
+@pytest.mark.parametrize("what,path,value,line", ONE_LINE, ids=[c[0] for c in ONE_LINE])
+def test_each_difference_is_one_line(tmp_path, what, path, value, line):
+    b = base()
+    set_path(b, path, value)
+    lines, status = diff(tmp_path, base(), b)
+    assert status == 1, what
+    assert lines == [path[0], "  " + line], what
+
+
+def test_syn_schedule_same_count_other_times(tmp_path):
+    b = base()
+    b["p01-synretry"] = synretry(retrans_at=(1.01, 2.02))
+    lines, status = diff(tmp_path, base(), b)
+    assert status == 1
+    assert lines == ["p01-synretry",
+                     "  SYN retransmitted at: 1.01, 3.02 s in A; 1.01, 2.02 s in B"]
+
+
+def test_syn_retransmission_count_and_times(tmp_path):
+    a = {"p01-synretry": synretry(retrans_at=(1.01, 3.02))}
+    b = {"p01-synretry": synretry(retrans_at=(1.01, 2.02, 3.03, 4.04, 5.06), linear="4")}
+    b["p01-synretry"]["counters"]["TcpExtTCPSynRetrans"] = 2   # leave only the schedule lines
+    lines, status = diff(tmp_path, a, b)
+    assert status == 1
+    assert lines == [
+        "p01-synretry",
+        "  sysctl net.ipv4.tcp_syn_linear_timeouts: absent in A, 4 in B",
+        "  SYN retransmissions: 2 in A, 5 in B",
+        "  SYN retransmitted at: 1.01, 3.02 s in A; 1.01, 2.02, 3.03, 4.04, 5.06 s in B",
+    ]
+
+
+def test_difference_inside_default_run(tmp_path):
+    a, b = base(), base()
+    a["p01-synretry"]["default"] = synretry()
+    b["p01-synretry"]["default"] = synretry()
+    b["p01-synretry"]["default"]["elapsed_s"] = 133.25
+    lines, _ = diff(tmp_path, a, b)
+    assert lines == ["p01-synretry",
+                     "  default TCP_SYNCNT run: total time: 7.087 s in A, 133.250 s in B"]
+
+
+def test_experiment_on_one_side(tmp_path):
+    a, b = base(), base()
+    del b["p01-machine"]
+    a.pop("p01-connect-time")
+    lines, status = diff(tmp_path, a, b)
+    assert status == 1
+    assert lines == ["p01-connect-time", "  only in B", "p01-machine", "  only in A"]
+
+
+def test_missing_keys_are_tolerated(tmp_path):
+    b = base()
+    for path in (("p01-synretry", "counters"), ("p01-synretry", "retransmits"),
+                 ("p01-connect-time", "parts"), ("p01-machine", "sysctls"), ("p01-machine", "hz")):
+        delete_path(b, path)
+    assert diff(tmp_path, base(), b) == ([], 0)
+
+
+def test_groups_follow_experiment_names(tmp_path):
+    b = base()
+    b["p01-machine"]["hz"] = 1000
+    b["p01-synretry"]["errno"] = "ECONNREFUSED"
+    lines, _ = diff(tmp_path, base(), b)
+    assert lines == ["p01-machine", "  HZ: 250 in A, 1000 in B",
+                     "p01-synretry", "  errno: ETIMEDOUT in A, ECONNREFUSED in B"]
+
+
+def test_directory_names_label_the_sides(tmp_path):
+    a = write(tmp_path / "6.1.0-57-cloud-amd64", base())
+    b = base()
+    b["p01-machine"]["hz"] = 1000
+    b = write(tmp_path / "6.18.44", b)
+    out = subprocess.run(["/usr/bin/python3", DIFF, a, b], capture_output=True, text=True).stdout
+    assert out == "p01-machine\n  HZ: 250 in 6.1.0-57-cloud-amd64, 1000 in 6.18.44\n"
+
+
+def test_close_times_tolerance():
+    assert tcplab_diff.close_times(0.20, 0.25)       # 50 ms is larger than 10 % here
+    assert not tcplab_diff.close_times(0.20, 0.26)
+    assert tcplab_diff.close_times(10.0, 10.99)      # 10 % of the larger is larger than 50 ms
+    assert not tcplab_diff.close_times(10.0, 11.2)

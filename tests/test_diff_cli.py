@@ -1,0 +1,67 @@
+"""tcplab_diff's command line: exit status as diff(1) (0 same, 1 differ, 2 trouble), two single
+.json files, and one-line errors on stderr."""
+import json
+import os
+import subprocess
+
+TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DIFF = os.path.join(TOP, "lib", "tcplab_diff.py")
+
+
+def run(*args):
+    return subprocess.run(["/usr/bin/python3", DIFF, *args], capture_output=True, text=True)
+
+
+def put(path, obj):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(obj) if not isinstance(obj, str) else obj)
+    return str(path)
+
+
+def test_usage_errors_exit_2():
+    for args in ((), ("one",), ("a", "b", "c")):
+        r = run(*args)
+        assert r.returncode == 2 and r.stdout == ""
+        assert r.stderr == "usage: tcplab_diff.py A B\n"
+
+
+def test_help_exits_0():
+    r = run("-h")
+    assert (r.returncode, r.stdout) == (0, "usage: tcplab_diff.py A B\n")
+
+
+def test_missing_directory_exits_2(tmp_path):
+    r = run(str(tmp_path), str(tmp_path / "nope"))
+    assert r.returncode == 2
+    assert r.stderr.count("\n") == 1 and "no such directory" in r.stderr
+
+
+def test_bad_json_exits_2(tmp_path):
+    put(tmp_path / "a" / "p01-machine.json", {"hz": 250})
+    put(tmp_path / "b" / "p01-machine.json", "{not json")
+    r = run(str(tmp_path / "a"), str(tmp_path / "b"))
+    assert r.returncode == 2 and "p01-machine.json" in r.stderr
+
+
+def test_two_files(tmp_path):
+    a = put(tmp_path / "x" / "p01-machine.json", {"hz": 250})
+    b = put(tmp_path / "y" / "p01-machine.json", {"hz": 1000})
+    r = run(a, b)
+    assert r.returncode == 1
+    assert r.stdout.splitlines()[-2:] == ["p01-machine", "  HZ: 250 in A, 1000 in B"]
+    assert run(a, a).returncode == 0
+
+
+def test_same_directory_names_get_a_header(tmp_path):
+    a = put(tmp_path / "run1" / "6.18" / "p01-machine.json", {"hz": 250})
+    b = put(tmp_path / "run2" / "6.18" / "p01-machine.json", {"hz": 100})
+    r = run(os.path.dirname(a), os.path.dirname(b))
+    assert r.stdout.splitlines() == [f"A: {os.path.dirname(a)}", f"B: {os.path.dirname(b)}",
+                                     "p01-machine", "  HZ: 250 in A, 100 in B"]
+
+
+def test_empty_directories_are_equal(tmp_path):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    r = run(str(tmp_path / "a"), str(tmp_path / "b"))
+    assert (r.returncode, r.stdout, r.stderr) == (0, "", "")
