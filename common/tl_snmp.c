@@ -261,14 +261,13 @@ const struct tl_snmp_counter *tl_snmp_find(const struct tl_snmp *s, const char *
 static int take_pair(struct tl_snmp *s, const struct span *head, const struct span *vals)
 {
 	size_t ho = 0, vo = 0, start = s->n;
-	struct span prefix, ht, vt;
+	struct span prefix = { NULL, 0 }, ht, vt;
 	char name[TL_SNMP_NAME_MAX];
 	uint64_t mag;
 	int neg, hmore, vmore, len;
 
-	next_token(head, &ho, &prefix);
-	next_token(vals, &vo, &vt);
-	if (prefix.len < 2 || prefix.p[prefix.len - 1] != ':')
+	if (!next_token(head, &ho, &prefix) || !next_token(vals, &vo, &vt) ||
+	    prefix.len < 2 || prefix.p[prefix.len - 1] != ':')
 		goto refuse;
 	prefix.len--;
 	for (;;) {
@@ -307,7 +306,7 @@ static int same_first_token(const struct span *a, const struct span *b)
 int tl_snmp_parse_proc(struct tl_snmp *s, const char *buf, size_t len)
 {
 	const char *pos = buf, *end = buf + len;
-	struct span line, head;
+	struct span line, head = { NULL, 0 };
 	int have_head = 0;
 
 	if (len == 0)
