@@ -184,7 +184,8 @@ cached_package() {
 
 # Sets KDIR to the unpacked package for VERSION: the newest in apt, else the newest cached.
 resolve_kernel() {
-	mkdir -p "$CACHE/kernels"
+	{ mkdir -p "$CACHE/kernels" 2>/dev/null && [ -w "$CACHE/kernels" ]; } ||
+		skip "cannot write the kernel cache $CACHE/kernels (set TCPLAB_CACHE)"
 	exec 9>"$CACHE/kernels/.lock"
 	flock 9
 	local pkg
