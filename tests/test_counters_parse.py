@@ -100,6 +100,15 @@ def test_newer_columns_absent_on_6_1(bindir):
     assert "TcpActiveOpens" in old
 
 
+def test_icmpmsg_split_into_several_pairs(bindir):
+    """icmpmsg_put() prints only non-zero ICMP types, 16 per pair: one prefix, two pairs."""
+    r = ok(bindir, "-S", proc("snmp-icmpmsg-split"))
+    got = snapshot_lines(r.stdout)
+    assert got == ref_parse(proc("snmp-icmpmsg-split"))
+    assert len([n for n, _ in got if n.startswith("IcmpMsg")]) == 20
+    assert r.stderr == ""
+
+
 def test_S_alone_reads_only_snmp(bindir):
     r = ok(bindir, "-S", proc("snmp-6.18"))
     assert snapshot_lines(r.stdout) == ref_parse(proc("snmp-6.18"))
