@@ -305,12 +305,13 @@ static int same_first_token(const struct span *a, const struct span *b)
 
 int tl_snmp_parse_proc(struct tl_snmp *s, const char *buf, size_t len)
 {
-	const char *pos = buf, *end = buf + len;
+	const char *pos = buf, *end;
 	struct span line, head = { NULL, 0 };
 	int have_head = 0;
 
 	if (len == 0)
-		return 0;
+		return 0;	/* buf may be NULL then */
+	end = buf + len;
 	while (next_line(&pos, end, &line)) {
 		if (is_blank_line(&line))
 			continue;
@@ -357,11 +358,12 @@ static int take_snapshot_line(struct tl_snmp *s, const struct span *line)
 
 int tl_snmp_parse_snapshot(struct tl_snmp *s, const char *buf, size_t len)
 {
-	const char *pos = buf, *end = buf + len;
+	const char *pos = buf, *end;
 	struct span line;
 
 	if (len == 0)
 		return 0;
+	end = buf + len;
 	while (next_line(&pos, end, &line))
 		if (!is_blank_line(&line) && take_snapshot_line(s, &line) < 0)
 			return -1;
