@@ -33,7 +33,8 @@ if command -v strace > /dev/null 2>&1; then
 	strace -V | head -n 1 > "$RAW/strace-version.txt"
 	for m in $MODES; do
 		tl_log "strace of one $m sequence"
-		strace -T -e trace=socket,connect,poll,getsockopt,close -o "$RAW/strace-$m.txt" \
+		# LeakSanitizer cannot run under ptrace: off for a sanitizer build, no-op otherwise.
+		ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" strace -T -e trace=socket,connect,poll,getsockopt,close -o "$RAW/strace-$m.txt" \
 			"$TL_BIN/connect_modes" -p "$PORT" -m "$m" -1 > "$RAW/strace-$m.out" ||
 			tl_die "connect_modes -m $m -1 under strace failed"
 	done
