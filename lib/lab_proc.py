@@ -1,0 +1,77 @@
+"""lab_proc.py — start a tcplab program in a network namespace and read its stdout line by line
+with a deadline, so tests wait for a `ready` line instead of sleeping.  Standard library only."""
+import queue
+import signal
+import subprocess
+import threading
+
+
+class ProcError(Exception):
+    """The program ended, or said nothing in time, before the line we waited for."""
+
+
+class Proc:
+    """A program started with `ip netns exec NS`; stdout lines queued by a reader thread."""
+
+    def __init__(self, ns, argv):
+        self.argv = ["ip", "netns", "exec", ns] + [str(a) for a in argv]
+        self.proc = subprocess.Popen(self.argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     text=True)
+        self.lines = queue.Queue()
+        self.stdout = []
+        self.stderr = []
+        self.readers = [threading.Thread(target=self._pump, daemon=True),
+                        threading.Thread(target=self._drain, daemon=True)]
+        for th in self.readers:
+            th.start()
+
+    def _pump(self):
+        for line in self.proc.stdout:
+            line = line.rstrip("\n")
+            self.stdout.append(line)
+            self.lines.put(line)
+        self.lines.put(None)
+
+    def _drain(self):
+        for line in self.proc.stderr:
+            self.stderr.append(line)
+
+    def wait_line(self, prefix, timeout=5.0):
+        """The first line starting with prefix; ProcError when the program ends or timeout
+        seconds pass first."""
+        while True:
+            try:
+                line = self.lines.get(timeout=timeout)
+            except queue.Empty:
+                raise ProcError(f"{self.argv}: no '{prefix}' line within {timeout} s") from None
+            if line is None:
+                rc = self.proc.wait()
+                raise ProcError(f"{self.argv}: exited {rc}; stderr: {''.join(self.stderr)}")
+            if line.startswith(prefix):
+                return line
+
+    def stop(self, timeout=5.0):
+        """SIGTERM (if still running), wait, and return the exit status; SIGKILL after timeout."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            rc = self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            rc = self.proc.wait()
+        for th in self.readers:
+            th.join(timeout)
+        return rc
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+        return False
+
+
+def run_in_ns(ns, argv, timeout=30):
+    """Run argv to completion inside ns; returns the CompletedProcess (text)."""
+    return subprocess.run(["ip", "netns", "exec", ns] + [str(a) for a in argv],
+                          capture_output=True, text=True, timeout=timeout)
