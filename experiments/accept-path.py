@@ -116,8 +116,9 @@ def read_phase(raw, name):
     return ph
 
 
-def ms(us):
-    return f"{us / 1e3:.1f}"
+def dur(us):
+    """A duration given in us, as "247 us" below 10 ms and "1102.2 ms" above."""
+    return f"{us:.0f} us" if us < 10_000 else f"{us / 1e3:.1f} ms"
 
 
 def latency_lines(lat):
@@ -167,9 +168,9 @@ def client_lines(c):
              + f": {c['requests']} requests, {c['ok']} ok, {c['failed']} failed in {c['elapsed_s']:.3f} s"
              f" = {c['rate_per_s']:.1f} ok/s"]
     if "latency_p50_us" in c:
-        lines.append(f"  request latency p50 {ms(c['latency_p50_us'])} ms, p99 {ms(c['latency_p99_us'])} ms,"
-                     f" max {ms(c['latency_max_us'])} ms; connect() p50 {ms(c['connect_p50_us'])} ms,"
-                     f" p99 {ms(c['connect_p99_us'])} ms, max {ms(c['connect_max_us'])} ms")
+        lines.append(f"  request latency p50 {dur(c['latency_p50_us'])}, p99 {dur(c['latency_p99_us'])},"
+                     f" max {dur(c['latency_max_us'])}; connect() p50 {dur(c['connect_p50_us'])},"
+                     f" p99 {dur(c['connect_p99_us'])}, max {dur(c['connect_max_us'])}")
     for kind in ("connect", "latency"):
         if kind in c["buckets"]:
             lines.append(bucket_line(kind, c["buckets"][kind]))
@@ -180,15 +181,19 @@ def client_lines(c):
     return lines
 
 
-def syn_lines(syn):
+def syn_lines(syn, client):
     if syn is None:
         return []
     if not syn:
         return ["  SYN-SENT sockets lasting 1 ms or more (sockwatch): none"]
     retx = [s for s in syn.values() if s["max_retrans"] > 0]
-    return [f"  SYN-SENT sockets lasting 1 ms or more (sockwatch): {len(syn)}; seen with a "
-            f"retransmitted SYN: {len(retx)}, highest retrans {max(s['max_retrans'] for s in syn.values())};"
-            f" last one left SYN-SENT at {max(s['last_s'] for s in syn.values()):.3f} s"]
+    lines = [f"  SYN-SENT sockets lasting 1 ms or more (sockwatch): {len(syn)}; seen with a "
+             f"retransmitted SYN: {len(retx)}, highest retrans {max(s['max_retrans'] for s in syn.values())};"
+             f" last one left SYN-SENT at {max(s['last_s'] for s in syn.values()):.3f} s"]
+    if not retx and client["connect_over_900ms"]:
+        lines.append("    (a retransmitted SYN that finds room is answered within microseconds on loopback,"
+                     " between two samples; the connect() times and TCPSynRetrans show it)")
+    return lines
 
 
 def request_lines(reqs):
@@ -210,7 +215,7 @@ def phase_lines(title, ph, interval):
              + (f", one accept every {s.get('every_ms')} ms" if int(s.get("every_ms", 0)) else
                 ", accepts as fast as it can")
              + f"; accepted {s.get('accepted', '?')}, served {s.get('served', '?')}"]
-            + client_lines(ph["client"]) + request_lines(ph["requests"]) + syn_lines(ph["syn_sent"])
+            + client_lines(ph["client"]) + request_lines(ph["requests"]) + syn_lines(ph["syn_sent"], ph["client"])
             + queue_lines(ph["queue"], interval)
             + ["  counter deltas:"] + t.counters_block({k: c.get(k) for k in keys}, "    "))
 
@@ -228,8 +233,9 @@ def verdict_lines(lat, phases):
                      " race with and no spin lock to fall back to a sleep (the .NET problem).")
     if w:
         lines.append(f"A sleeping accept() is woken {w['wake_median_us']:.1f} us (median) after the client"
-                     f" starts connect(); {w['wake_after_connect_median_us']:+.1f} us relative to connect()"
-                     " returning (negative: the acceptor ran before the client got its CPU back).")
+                     f" starts connect(), {w['wake_after_connect_median_us']:+.1f} us from connect()"
+                     " returning (negative: accept() returned first, the acceptor ran before the client"
+                     " got its CPU back).")
     if b:
         c = b["client"]
         k = b["counters"]
