@@ -1,0 +1,322 @@
+#!/usr/bin/python3
+"""poll-scaling report: req/s and latency of an echo server over select, poll and epoll as idle
+connections grow, the server's wait and work time per call, where select refused an fd, and a
+gnuplot SVG of req/s and p99 against idle connections.  See docs/poll-scaling.md."""
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+import tcplab as t  # noqa: E402
+
+NAME = "poll-scaling"
+BACKENDS = ("select", "poll", "epoll")
+# The write-up's Node.js client (req/s by idle connections): PHP 8.5 stream_select() server,
+# which failed with 1028 connections open, and the PHP 8.6 Polling API with its epoll backend.
+WRITEUP = {
+    "select": {0: 187762, 256: 121190, 512: 72233, 900: 45840},
+    "epoll": {0: 181275, 256: 181559, 512: 168620, 900: 178061, 2000: 177611, 5000: 160209},
+}
+WRITEUP_SELECT_FAILED_CONNS = 1028
+
+
+def num(v):
+    try:
+        return int(v)
+    except ValueError:
+        return float(v)
+
+
+def plan(raw):
+    p = t.read_kv(os.path.join(raw, "plan.txt"))
+    return {
+        "ks": [int(k) for k in p["ks"].split(",")],
+        "backends": p["backends"].split(","),
+        "window_ms": int(p["window_ms"]),
+        "warmup_ms": int(p["warmup_ms"]),
+        "rounds": int(p["rounds"]),
+        "quick": p.get("quick") == "1",
+        "pin": p.get("pin", "none"),
+        "tcp_ehash_entries": p.get("tcp_ehash_entries") or None,
+    }
+
+
+def server_window(path):
+    """The server's stats for the measured window: the second SIGUSR1 line (the first covers
+    start-up and warm-up), or None when the server never got there."""
+    lines = t.read_kv_lines(path, "stats reason=usr1 ")
+    return lines[1] if len(lines) >= 2 else None
+
+
+def read_round(raw, backend, k, r):
+    """One step's raw files → a dict, or None when the step was skipped."""
+    base = os.path.join(raw, f"{backend}-k{k}-r{r}")
+    if os.path.exists(base + "-skipped.txt"):
+        return None
+    load = t.read_kv_lines(base + "-load.txt", "result ")
+    if not load:
+        raise t.RawError(f"{base}-load.txt: no result line")
+    res = {key: num(v) if key != "errno" else v for key, v in load[0].items()}
+    srv_lines = t.read_lines(base + "-server.txt")
+    out = {"round": r, "load": res, "server_rc": int(t.read_lines(base + "-server.rc")[0]),
+           "server": server_window(base + "-server.txt"),
+           "rlimit": next((t.kv(x) for x in srv_lines if x.startswith("rlimit_nofile=")), None),
+           "refused": next((t.kv(x) for x in srv_lines if x.startswith("refused ")), None),
+           "server_stderr": t.read_lines(base + "-server.txt.err")}
+    return out
+
+
+def row_of(k, rounds):
+    """The table row of one step: the fastest clean round, with every round's req/s."""
+    ran = [x for x in rounds if x is not None]
+    if not ran:
+        return {"k": k, "status": "skipped"}
+    clean = [x for x in ran if x["load"]["errno"] == "none" and x["server"] is not None]
+    if not clean:
+        x = ran[0]
+        refused = x["refused"]
+        return {"k": k, "status": "refused" if refused else "failed",
+                "errno": x["load"]["errno"], "server_exit": x["server_rc"],
+                "refused": refused, "message": " ".join(x["server_stderr"]).strip() or None}
+    best = max(clean, key=lambda x: x["load"]["req_s"])
+    ld, sv = best["load"], best["server"]
+    ready = float(sv["ready_per_call"])
+    work = float(sv["work_us_per_call"])
+    return {
+        "k": k, "status": "ok", "req_s": ld["req_s"], "p50_us": ld["p50_us"],
+        "p99_us": ld["p99_us"], "max_us": ld["max_us"], "mean_us": ld["mean_us"],
+        "requests": ld["requests"], "mismatches": ld["mismatches"],
+        "unanswered": ld["unanswered"],
+        "server_wait_us_per_call": float(sv["wait_us_per_call"]),
+        "server_work_us_per_call": work,
+        "server_work_us_per_ready": round(work / ready, 3) if ready > 0 else None,
+        "server_ready_per_call": ready, "server_calls_s": num(sv["calls_s"]),
+        "server_conns": int(sv["conns"]), "server_cpu_pct": float(sv["cpu_pct"]),
+        "client_cpu_pct": ld["cpu_pct"], "machine_cpu_pct": ld["sys_cpu_pct"],
+        "steal_pct": ld["steal_pct"], "round": best["round"],
+        "rounds_req_s": [x["load"]["req_s"] if x in clean else None for x in ran],
+        "errno": None,
+    }
+
+
+def selftest(raw, rounds):
+    best = None
+    for r in range(1, rounds + 1):
+        path = os.path.join(raw, f"selftest-r{r}.txt")
+        if not os.path.exists(path):
+            continue
+        d = {key: num(v) if key != "errno" else v
+             for key, v in t.read_kv_lines(path, "result ")[0].items()}
+        if d["errno"] == "none" and (best is None or d["req_s"] > best["req_s"]):
+            best = d
+    return best
+
+
+def ratio(rows, k, k0=0):
+    by = {r["k"]: r for r in rows if r.get("status") == "ok"}
+    if k in by and k0 in by and by[k0]["req_s"]:
+        return round(by[k]["req_s"] / by[k0]["req_s"], 3)
+    return None
+
+
+HEAD = (f"{'idle':>6} {'req/s':>8} {'vs K=0':>7} {'p50 us':>8} {'p99 us':>8} {'max us':>9} "
+        f"{'wait us':>8} {'work us':>8} {'ready':>6} {'work us':>8} {'cpu% srv':>8} "
+        f"{'cli':>4} {'all':>4}")
+HEAD2 = (f"{'':>6} {'':>8} {'':>7} {'':>8} {'':>8} {'':>9} "
+         f"{'/call':>8} {'/call':>8} {'/call':>6} {'/ready':>8} {'':>8} {'':>4} {'':>4}")
+
+
+def table_lines(backend, rows):
+    k0 = next((r for r in rows if r["k"] == 0 and r["status"] == "ok"), None)
+    out = [HEAD, HEAD2]
+    for r in rows:
+        if r["status"] == "ok":
+            rel = f"{r['req_s'] / k0['req_s']:.2f}" if k0 and k0["req_s"] else "-"
+            wr = r["server_work_us_per_ready"]
+            wr = f"{wr:.1f}" if wr is not None else "-"
+            out.append(
+                f"{r['k']:>6} {r['req_s']:>8} {rel:>7} {r['p50_us']:>8.1f} {r['p99_us']:>8.1f} "
+                f"{r['max_us']:>9.1f} {r['server_wait_us_per_call']:>8.1f} "
+                f"{r['server_work_us_per_call']:>8.1f} {r['server_ready_per_call']:>6.2f} "
+                f"{wr:>8} {r['server_cpu_pct']:>8.0f} "
+                f"{r['client_cpu_pct']:>4.0f} {r['machine_cpu_pct']:>4.0f}")
+        elif r["status"] == "refused":
+            f = r["refused"]
+            out.append(f"{r['k']:>6}  refused: fd {f['fd']} >= FD_SETSIZE ({f['fd_setsize']}) "
+                       f"with {f['conns']} connections open; echo_server exit "
+                       f"{r['server_exit']}, client saw {r['errno']}")
+        elif r["status"] == "skipped":
+            out.append(f"{r['k']:>6}  not run: {backend} had already refused at a smaller K")
+        else:
+            out.append(f"{r['k']:>6}  failed: client saw {r['errno']}, server exit "
+                       f"{r['server_exit']}")
+    return out
+
+
+def plot(outdir, backends, refused_fd_setsize):
+    """poll-scaling.svg through gnuplot.  Returns the line for the report."""
+    gp = shutil.which("gnuplot")
+    if gp is None:
+        return None, "plot: gnuplot not available"
+    blocks, plots_rate, plots_p99 = [], [], []
+    for b in BACKENDS:
+        pts = [r for r in backends.get(b, []) if r.get("status") == "ok"]
+        if not pts:
+            continue
+        blocks.append(f"${b} << EOD\n" + "".join(
+            f"{r['k']} {r['req_s']} {r['p99_us']}\n" for r in pts) + "EOD\n")
+        plots_rate.append(f"${b} using 1:2 with linespoints pointtype 7 pointsize 0.6 title '{b}'")
+        plots_p99.append(f"${b} using 1:3 with linespoints pointtype 7 pointsize 0.6 title '{b}'")
+    if not plots_rate:
+        return None, "plot: no data"
+    fd_line = ""
+    if refused_fd_setsize:
+        fd_line = (f"set arrow 1 from {refused_fd_setsize}, graph 0 to {refused_fd_setsize}, "
+                   f"graph 1 nohead dashtype 2\nset label 1 'FD_SETSIZE {refused_fd_setsize}:"
+                   f" select stops' at {refused_fd_setsize}, graph 0.05 offset 0.5,0 "
+                   "noenhanced\n")
+    os.makedirs(outdir, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=outdir, prefix=".poll-scaling.", suffix=".svg")
+    os.close(fd)
+    script = ("set terminal svg size 1000,420 dynamic font 'sans,12'\n"
+              f"set output '{tmp}'\n" + "".join(blocks) +
+              "set multiplot layout 1,2 title 'echo server, 8 active connections, 512 B "
+              "request/response'\nset key top right\nset grid\n"
+              "set xlabel 'idle connections (K)'\nset xrange [-100:*]\nset yrange [0:*]\n" +
+              fd_line + "set ylabel 'requests/s'\nset title 'throughput'\n"
+              "plot " + ", ".join(plots_rate) + "\n"
+              "set ylabel 'p99 latency (us)'\nset title 'p99 latency'\n"
+              "plot " + ", ".join(plots_p99) + "\nunset multiplot\n")
+    r = subprocess.run([gp], input=script, capture_output=True, text=True)
+    if r.returncode != 0 or os.path.getsize(tmp) == 0:
+        os.unlink(tmp)
+        first = (r.stderr.strip().splitlines() or ["no output"])[-1]
+        return None, f"plot: gnuplot failed: {first}"
+    os.replace(tmp, os.path.join(outdir, NAME + ".svg"))
+    return NAME + ".svg", f"plot: {NAME}.svg (req/s and p99 against idle connections)"
+
+
+def elapsed(raw):
+    path = os.path.join(raw, "elapsed.txt")
+    if not os.path.exists(path):
+        return None
+    d = t.read_kv(path)
+    return round(float(d["uptime_end_s"]) - float(d["uptime_start_s"]), 6)
+
+
+def kernel(raw):
+    k = t.kernel_release(raw)
+    if k is None and os.path.exists(os.path.join(raw, "uname.txt")):
+        k = t.read_lines(os.path.join(raw, "uname.txt"))[0].strip()
+    return k
+
+
+def first_rlimit(raw, p):
+    for b in p["backends"]:
+        for k in p["ks"]:
+            path = os.path.join(raw, f"{b}-k{k}-r1-server.txt")
+            if os.path.exists(path):
+                for line in t.read_lines(path):
+                    if line.startswith("rlimit_nofile="):
+                        return {key: int(v) for key, v in t.kv(line).items()}
+    return None
+
+
+def header_lines(p, kern, ncpu):
+    pin = {"none": "not pinned"}.get(p["pin"], "server on CPU 1, client on CPU 0")
+    return [
+        f"{NAME}: RFC 862 echo server over select, poll and epoll (all level-triggered) "
+        "while K idle connections stay open",
+        f"8 active connections, 512-byte request and reply, {p['window_ms'] / 1000:.3f} s "
+        f"window per step after {p['warmup_ms'] / 1000:.3f} s warm-up; fastest of "
+        f"{p['rounds']} round(s) per step{' (quick)' if p['quick'] else ''}",
+        f"kernel {kern}, {ncpu} CPU(s) shared by client and server over loopback; {pin}",
+        "",
+        "wait = time inside select/poll/epoll_wait per call; work = time between calls (set "
+        "building, scanning, recv/send);",
+        "ready = fds handled per call; cpu% = server, client, whole machine (100 = one CPU) "
+        "during the window",
+    ]
+
+
+def ratio_lines(backends, st):
+    ep, se = backends.get("epoll", []), backends.get("select", [])
+    w = WRITEUP
+    out = ["", "ratios (req/s at K / req/s at 0 idle)   this run   write-up (PHP + Node.js)"]
+    for name, rows, k, wk in (("epoll  at 5000", ep, 5000, "epoll"),
+                              ("epoll  at  900", ep, 900, "epoll"),
+                              ("select at  900", se, 900, "select")):
+        r = ratio(rows, k)
+        wr = w[wk][k] / w[wk][0]
+        out.append(f"  {name:<36} {r if r is not None else '-':>8}   {wr:.3f}")
+    e0 = next((r for r in ep if r["k"] == 0 and r["status"] == "ok"), None)
+    if st and e0:
+        out.append(f"load client self-test: {st['req_s']} req/s against its own busy-polling "
+                   f"echo thread = {st['req_s'] / e0['req_s']:.2f} x the epoll server at K=0 "
+                   f"({e0['req_s']} req/s); client CPU {st['cpu_pct']:.0f}% there, "
+                   f"{e0['client_cpu_pct']:.0f}% against the server")
+    return out
+
+
+def refusal(rows):
+    r = next((x for x in rows if x["status"] == "refused"), None)
+    if r is None:
+        return None
+    f = r["refused"]
+    return {"k": r["k"], "fd": int(f["fd"]), "fd_setsize": int(f["fd_setsize"]),
+            "server_conns": int(f["conns"]), "server_exit": r["server_exit"],
+            "client_errno": r["errno"], "message": r["message"]}
+
+
+def build(rawroot, outdir):
+    raw = t.unit_dir(rawroot, NAME)
+    p = plan(raw)
+    kern = kernel(raw)
+    ncpu = None
+    if os.path.exists(os.path.join(raw, "machine.txt")):
+        ncpu = t.read_machine(os.path.join(raw, "machine.txt"))[0].get("nproc")
+    backends = {}
+    for b in p["backends"]:
+        backends[b] = [row_of(k, [read_round(raw, b, k, r) for r in range(1, p["rounds"] + 1)])
+                       for k in p["ks"]]
+    ref = refusal(backends.get("select", []))
+    st = selftest(raw, p["rounds"])
+    lines = header_lines(p, kern, ncpu or "?")
+    for b in p["backends"]:
+        lines += ["", b] + table_lines(b, backends[b])
+    if ref:
+        lines += ["", f"select refused at K={ref['k']}: the server held {ref['server_conns']} "
+                  f"connections when accept() returned fd {ref['fd']} (FD_SETSIZE "
+                  f"{ref['fd_setsize']}); it exited {ref['server_exit']} without FD_SET on it "
+                  f"(write-up: failed with {WRITEUP_SELECT_FAILED_CONNS} connections open)"]
+    lines += ratio_lines(backends, st)
+    rl = first_rlimit(raw, p)
+    if rl:
+        lines.append(f"rlimit_nofile: server soft limit {rl['rlimit_nofile']} (was {rl['was']}, "
+                     f"hard {rl['hard']})")
+    svg, plot_line = plot(outdir, backends, ref["fd_setsize"] if ref else None)
+    lines.append(plot_line)
+    e0 = next((r for r in backends.get("epoll", []) if r["k"] == 0 and r["status"] == "ok"), None)
+    obj = {
+        "experiment": NAME, "kernel": kern, "collected_at": t.collected_at(raw),
+        "counters": {}, "errno": None, "elapsed_s": elapsed(raw),
+        "plan": p, "ncpu": int(ncpu) if ncpu else None,
+        "backends": dict(backends, select_refused_at_k=ref["k"] if ref else None),
+        "select_refused_at_k": ref["k"] if ref else None,
+        "select_refusal": ref,
+        "ratios": {"epoll_5000_over_0": ratio(backends.get("epoll", []), 5000),
+                   "epoll_900_over_0": ratio(backends.get("epoll", []), 900),
+                   "select_900_over_0": ratio(backends.get("select", []), 900)},
+        "selftest": st,
+        "client_headroom": round(st["req_s"] / e0["req_s"], 3) if st and e0 else None,
+        "rlimit_nofile": rl, "plot": svg,
+        "writeup": {"req_s": {b: {str(k): v for k, v in d.items()} for b, d in WRITEUP.items()},
+                    "select_failed_with_conns": WRITEUP_SELECT_FAILED_CONNS},
+    }
+    t.write_outputs(outdir, NAME, lines, obj)
+
+
+if __name__ == "__main__":
+    sys.exit(t.report_main(sys.argv, build))
