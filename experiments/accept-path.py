@@ -123,8 +123,8 @@ def dur(us):
 
 def latency_lines(lat):
     head = ("median", "p95", "p99", "max")
-    lines = [f"  {'':<6} | {'queued: the accept() call':<31} | {'woken: connect() start to accept() return':<41}"
-             f" | accept ret - connect ret",
+    lines = [f"  {'':<6} | {'queued: the accept() call':<31} | "
+             f"{'woken: connect() start to accept() return':<41} | accept ret - connect ret",
              f"  {'cpus':<6} | " + " ".join(f"{h:>7}" for h in head) + " | "
              + " ".join(f"{h:>10}" for h in head) + f" | {'median':>7}"]
     for cpus in PLACEMENTS:
@@ -135,7 +135,8 @@ def latency_lines(lat):
             lines.append(f"  {cpus:<6} | skipped: {r['skipped']}")
             continue
         p, w = r.get("pending", {}), r.get("wake", {})
-        lines.append(f"  {cpus:<6} | " + " ".join(f"{p.get('accept_call_' + h + '_us', 0):>7.1f}" for h in head)
+        lines.append(f"  {cpus:<6} | "
+                     + " ".join(f"{p.get('accept_call_' + h + '_us', 0):>7.1f}" for h in head)
                      + " | " + " ".join(f"{w.get('wake_' + h + '_us', 0):>10.1f}" for h in head)
                      + f" | {w.get('wake_after_connect_median_us', 0):>7.1f}")
     lines.append("  connect() medians: " + ", ".join(
@@ -215,9 +216,16 @@ def phase_lines(title, ph, interval):
              + (f", one accept every {s.get('every_ms')} ms" if int(s.get("every_ms", 0)) else
                 ", accepts as fast as it can")
              + f"; accepted {s.get('accepted', '?')}, served {s.get('served', '?')}"]
-            + client_lines(ph["client"]) + request_lines(ph["requests"]) + syn_lines(ph["syn_sent"], ph["client"])
+            + client_lines(ph["client"]) + request_lines(ph["requests"])
+            + syn_lines(ph["syn_sent"], ph["client"])
             + queue_lines(ph["queue"], interval)
             + ["  counter deltas:"] + t.counters_block({k: c.get(k) for k in keys}, "    "))
+
+
+def load_average(raw):
+    """The 1-minute load average the unit saw before it measured, or "?"."""
+    path = os.path.join(raw, "loadavg.txt")
+    return t.read_lines(path)[0].split()[0] if os.path.exists(path) else "?"
 
 
 def verdict_lines(lat, phases):
@@ -270,6 +278,7 @@ def build(rawroot, outdir):
              f"tcp_syncookies={sysctls.get('net.ipv4.tcp_syncookies')}, "
              f"tcp_abort_on_overflow={sysctls.get('net.ipv4.tcp_abort_on_overflow')}, "
              f"tcp_syn_linear_timeouts={sysctls.get('net.ipv4.tcp_syn_linear_timeouts', 'absent')}",
+             f"load average when collected: {load_average(raw)} (other work on the machine widens the tails)",
              "", "Verdict:"] + ["  " + x for x in verdict_lines(lat, phases)]
     lines += ["", f"== accept() latency, us ({n} iterations after 10 warm-ups; cpus: where the client"
               " and the acceptor thread ran: any = not pinned, same = one CPU, split = one each)"]
@@ -279,7 +288,7 @@ def build(rawroot, outdir):
             lines += [""] + phase_lines(title, phases[name], "1 ms" if name == "fast" else "5 ms")
     lines += [""] + writeup_lines()
     obj = {"experiment": NAME, "kernel": kernel, "nproc": info.get("nproc"),
-           "collected_at": t.collected_at(raw),
+           "collected_at": t.collected_at(raw), "load_average": load_average(raw),
            "sysctls": {k: v for k, v in sysctls.items() if k.rsplit(".", 1)[-1] in
                        ("tcp_syncookies", "tcp_abort_on_overflow", "tcp_syn_linear_timeouts",
                         "somaxconn", "tcp_max_syn_backlog")},

@@ -96,6 +96,12 @@ def read_strace(rawdir):
     return out
 
 
+def load_average(raw):
+    """The 1-minute load average the unit saw before it measured, or "?"."""
+    path = os.path.join(raw, "loadavg.txt")
+    return t.read_lines(path)[0].split()[0] if os.path.exists(path) else "?"
+
+
 def verdict(modes):
     """Whether the Windows stall shows, and the numbers that say so."""
     so = modes["so-error"]
@@ -216,6 +222,7 @@ def build(rawroot, outdir):
              f"kernel {kernel}, {info.get('nproc', '?')} CPUs; one network namespace, loopback; "
              f"{start.get('n', '?')} timed sequences per mode after {start.get('warmup', '?')} warm-ups;"
              " socket() and close() are outside the timing",
+             f"load average when collected: {load_average(raw)} (other work on the machine widens the tails)",
              "", "Verdict:"] + ["  " + x for x in verdict_lines(v, modes, slow_steps)]
     lines += ["", "Whole sequence (us):"] + summary_lines(modes)
     lines += ["", "Each step on its own (us, median/p95/max):"] + step_lines(modes)
@@ -230,7 +237,8 @@ def build(rawroot, outdir):
                                              for k, es in errors.items()))
     lines += [""] + writeup_lines() + ["", *strace_lines(st)]
     obj = {"experiment": NAME, "kernel": kernel, "nproc": info.get("nproc"),
-           "collected_at": t.collected_at(raw), "n": start.get("n"), "warmup": start.get("warmup"),
+           "collected_at": t.collected_at(raw), "load_average": load_average(raw),
+           "n": start.get("n"), "warmup": start.get("warmup"),
            "verdict": v, "modes": modes,
            "histogram_edges_us": list(EDGES_US), "histogram": hist,
            "over_5ms_by_step": slow_steps,
