@@ -109,12 +109,19 @@ reap_stale() {
 # gets a private TCP established-hash table of 1024 buckets instead of sharing the host's: a
 # sock_diag dump walks the whole table, so a private one makes a 1 ms sockwatch sample cheap.
 # The table is created by the namespace that creates the new one, hence the short-lived parent.
+# A private table also caps TIME-WAIT sockets at half its size (tcp_set_hashinfo() in
+# net/ipv4/tcp_ipv4.c), so tcp_max_tw_buckets is set back to what a namespace sharing the
+# host's table gets: half the host's table.
 make_ns() {
-	local ns=$1 parent="$1-p"
+	local ns=$1 parent="$1-p" tw
+	tw=$(($(cat /proc/sys/net/ipv4/tcp_ehash_entries 2>/dev/null || echo 0) / 2))
+	tw=${tw#-}
 	ip netns add "$parent"
-	if ip netns exec "$parent" sysctl -qw net.ipv4.tcp_child_ehash_entries=1024 2>/dev/null &&
+	if [ "$tw" -gt 0 ] &&
+		ip netns exec "$parent" sysctl -qw net.ipv4.tcp_child_ehash_entries=1024 2>/dev/null &&
 		touch "/run/netns/$ns" &&
-		nsenter --net="/run/netns/$parent" unshare --net="/run/netns/$ns" true 2>/dev/null; then
+		nsenter --net="/run/netns/$parent" unshare --net="/run/netns/$ns" true 2>/dev/null &&
+		ip netns exec "$ns" sysctl -qw net.ipv4.tcp_max_tw_buckets="$tw"; then
 		ip netns del "$parent"
 	else
 		ip netns del "$parent"

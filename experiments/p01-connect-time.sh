@@ -3,6 +3,7 @@
 # to a port where nothing listens; connect() alone is timed; the counters say what the kernel did.
 . "$(dirname "$0")/lib.sh"
 tl_init "$1"
+"$TL_BIN/machine" > "$RAW/machine.txt" || tl_die "machine failed"
 N=${TL_CONNECTS:-2000}
 KEEP="TcpActiveOpens,TcpAttemptFails,TcpOutRsts,TcpEstabResets,TcpExtListenOverflows,TcpExtListenDrops,TcpExtTCPSynRetrans"
 

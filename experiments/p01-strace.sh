@@ -4,6 +4,7 @@
 # port where nothing listens, and a create_connection-style connect with a 2 s poll().
 . "$(dirname "$0")/lib.sh"
 tl_init "$1"
+"$TL_BIN/machine" > "$RAW/machine.txt" || tl_die "machine failed"
 
 if command -v strace > /dev/null 2>&1; then
 	TRACE="strace -T -e trace=%network,fcntl,poll,ppoll -o"
@@ -35,6 +36,11 @@ fi
 CLIENT=$TL_LAST
 tl_wait_line "$CLIENT" "$RAW/block-client.txt" '^holding' 5
 "$TL_BIN/sockwatch" -1 -4 > "$RAW/block-sockets.txt" || tl_die "sockwatch failed"
+# strace -o blocks fatal signals while its child runs: end the traced client itself.
+if [ -n "$TRACE" ]; then
+	kill -TERM $(cat "/proc/$CLIENT/task/$CLIENT/children") 2>/dev/null ||
+		tl_die "cannot find the traced client of strace pid $CLIENT"
+fi
 tl_stop "$CLIENT"
 
 tl_log "blocking connect to 21012 (nothing listens)"

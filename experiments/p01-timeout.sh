@@ -5,6 +5,7 @@
 #        kernel goes on retransmitting SYNs until close().
 . "$(dirname "$0")/lib.sh"
 tl_init "$1"
+"$TL_BIN/machine" > "$RAW/machine.txt" || tl_die "machine failed"
 PORT=21013
 
 tl_listener "$RAW/listener.txt" -p "$PORT" -m full
@@ -14,15 +15,15 @@ tl_watch "$RAW/cc-sockwatch.txt" -4 -e -s syn-sent -p "$PORT"
 "$TL_BIN/connect_timeout" -p "$PORT" -t 2000 -m close > "$RAW/cc-client.txt" ||
 	tl_die "connect_timeout failed"
 tl_unwatch 5
-"$TL_BIN/sockwatch" -1 -4 -p "$PORT" > "$RAW/cc-after.txt" || tl_die "sockwatch failed"
+"$TL_BIN/sockwatch" -1 -4 -s syn-sent -p "$PORT" > "$RAW/cc-after.txt" || tl_die "sockwatch failed"
 
 tl_log "settimeout-style: poll() timeout 1500 ms, socket kept 2500 ms more, then close()"
 tl_watch "$RAW/keep-sockwatch.txt" -4 -e -s syn-sent -p "$PORT"
 tl_bg "$RAW/keep-client.txt" "$TL_BIN/connect_timeout" -p "$PORT" -t 1500 -m keep -k 2500
 CLIENT=$TL_LAST
 tl_wait_line "$CLIENT" "$RAW/keep-client.txt" '^kept' 5
-"$TL_BIN/sockwatch" -1 -4 -p "$PORT" > "$RAW/keep-after-timeout.txt" || tl_die "sockwatch failed"
+"$TL_BIN/sockwatch" -1 -4 -s syn-sent -p "$PORT" > "$RAW/keep-after-timeout.txt" || tl_die "sockwatch failed"
 tl_wait_exit "$CLIENT" 10
-"$TL_BIN/sockwatch" -1 -4 -p "$PORT" > "$RAW/keep-after-close.txt" || tl_die "sockwatch failed"
+"$TL_BIN/sockwatch" -1 -4 -s syn-sent -p "$PORT" > "$RAW/keep-after-close.txt" || tl_die "sockwatch failed"
 tl_unwatch 5
 tl_stop "$TL_LISTENER"

@@ -43,14 +43,15 @@ def read_kv(path):
 
 
 def read_counters_delta(path):
-    """A `counters -d` output → {name: int delta, or None when the counter is absent}."""
+    """A `counters -d` output → {name: int delta, or None when the counter is absent}.
+    A counter on one side only (`Name only-now V`) reads as {"only": "now", "value": V}."""
     out = {}
     for line in read_lines(path):
         parts = line.split()
-        if len(parts) != 2:
-            continue
-        name, val = parts
-        out[name] = None if val == "absent" else int(val)
+        if len(parts) == 2:
+            out[parts[0]] = None if parts[1] == "absent" else int(parts[1])
+        elif len(parts) == 3 and parts[1] in ("only-now", "only-before"):
+            out[parts[0]] = {"only": parts[1][5:], "value": int(parts[2])}
     return out
 
 
@@ -61,6 +62,8 @@ def read_machine(path):
         if line.startswith("sysctl "):
             name, _, val = line[len("sysctl "):].partition("=")
             sysctls[name] = None if val == "absent" else val
+        elif line.startswith("version="):
+            info["version"] = line[len("version="):]   # uname -v has spaces
         elif "=" in line:
             info.update(kv(line))
     return info, sysctls
@@ -107,7 +110,11 @@ def expected_syn_schedule(syn_retries, linear_timeouts, rto_max=120.0):
 
 
 def fmt_delta(v):
-    return "absent" if v is None else f"{v:+d}"
+    if v is None:
+        return "absent"
+    if isinstance(v, dict):
+        return f"only {v['only']}: {v['value']}"
+    return f"{v:+d}"
 
 
 def counters_block(deltas, indent="  "):
