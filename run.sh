@@ -116,6 +116,7 @@ make_ns() {
 	local ns=$1 parent="$1-p" tw
 	tw=$(($(cat /proc/sys/net/ipv4/tcp_ehash_entries 2>/dev/null || echo 0) / 2))
 	tw=${tw#-}
+	NAMESPACES+=("$ns")	# first: an interrupt from here on must find it
 	ip netns add "$parent"
 	if [ "$tw" -gt 0 ] &&
 		ip netns exec "$parent" sysctl -qw net.ipv4.tcp_child_ehash_entries=1024 2>/dev/null &&
@@ -128,7 +129,6 @@ make_ns() {
 		rm -f "/run/netns/$ns"
 		ip netns add "$ns"
 	fi
-	NAMESPACES+=("$ns")
 	ip -n "$ns" link set lo up
 }
 

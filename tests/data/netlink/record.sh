@@ -1,0 +1,31 @@
+#!/bin/sh
+# Re-record the saved sock_diag dumps the decoder tests replay (root; makes its own namespace).
+#   listen-estab.bin   a listener (backlog 8) that never accepts + one connection: LISTEN Recv-Q 1
+#                      Send-Q 8 and both ESTAB ends, IPv4; plus a listener on [::1]:21020
+#   synsent.bin        samples of a SYN-SENT socket to a full listener across 2 retransmissions
+# The tests assert what these scenarios must show, so a re-recording on any kernel still passes.
+set -eu
+top=$(cd "$(dirname "$0")/../../.." && pwd)
+bin=$top/build/bin
+out=$(cd "$(dirname "$0")" && pwd)
+ns=tcplab-rec-$$
+ip netns add "$ns"
+trap 'for p in $(ip netns pids "$ns"); do kill -KILL "$p"; done; ip netns del "$ns"' EXIT
+ip -n "$ns" link set lo up
+run() { ip netns exec "$ns" "$@"; }
+wait_ready() { while ! grep -q "$2" "$1" 2>/dev/null; do sleep 0.01; done; }
+
+run "$bin/listener" -p 21010 -b 8 -m never > /tmp/rec-l1.$$ &
+run "$bin/listener" -a ::1 -p 21020 -m never > /tmp/rec-l2.$$ &
+wait_ready /tmp/rec-l1.$$ '^ready'
+wait_ready /tmp/rec-l2.$$ '^ready'
+run "$bin/connect_block" -p 21010 -H > /tmp/rec-c.$$ &
+wait_ready /tmp/rec-c.$$ '^holding'
+rm -f "$out/listen-estab.bin" "$out/synsent.bin"
+run "$bin/sockwatch" -1 -r "$out/listen-estab.bin" > /dev/null
+
+run "$bin/listener" -p 21013 -m full > /tmp/rec-l3.$$ &
+wait_ready /tmp/rec-l3.$$ '^ready'
+run "$bin/connect_block" -p 21013 -s 2 > /dev/null &
+run "$bin/sockwatch" -4 -s syn-sent -p 21013 -i 500000 -d 2600 -r "$out/synsent.bin" > /dev/null
+rm -f /tmp/rec-*.$$
