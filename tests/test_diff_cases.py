@@ -44,9 +44,19 @@ def machine():
             "sysctls": {"net.ipv4.tcp_syn_retries": "6", "net.ipv4.tcp_syn_linear_timeouts": None}}
 
 
+def timeout():
+    """p01-timeout: two clients, each a run of its own."""
+    def client(retrans_at):
+        return {"result": "timeout", "errno": "ETIMEDOUT", "elapsed_s": 1.5,
+                "retransmits": [{"t_s": t} for t in retrans_at]}
+    return {"experiment": "p01-timeout", "kernel": "6.1.0-57-cloud-amd64", "counters": {},
+            "errno": "ETIMEDOUT", "elapsed_s": 2.0,
+            "cc": client([1.02]), "keep": client([1.04, 3.05])}
+
+
 def base():
     return {"p01-synretry": synretry(), "p01-connect-time": connect_time(),
-            "p01-machine": machine()}
+            "p01-machine": machine(), "p01-timeout": timeout()}
 
 
 def write(dirpath, objs):
@@ -91,6 +101,12 @@ SAME = [
     ("total time within 10 %", ("p01-connect-time", "elapsed_s"), 0.43),
     ("counter within 10 %", ("p01-synretry", "counters", "TcpExtListenDrops"), 2100),
     ("percentile 5x apart", ("p01-connect-time", "parts", "accept", "us", "median"), 36.5),
+    ("max is one sample", ("p01-connect-time", "parts", "accept", "us", "max"), 1012770.0),
+    ("min is one sample", ("p01-connect-time", "parts", "refused", "us", "min"), 0.5),
+    # 4000 connects: races move counters by up to a few hundred between two runs of one kernel
+    ("racing counter", ("p01-connect-time", "counters", "TcpExtDelayedACKs"), 787),
+    ("racing counter on one side", ("p01-connect-time", "counters", "TcpExtDelayedACKLocked"), 3),
+    ("racing error count", ("p01-connect-time", "parts", "accept", "errors"), {"ETIMEDOUT": 2}),
     ("unknown key", ("p01-synretry", "events"), [{"t_s": 0.1}]),
 ]
 
@@ -123,9 +139,11 @@ ONE_LINE = [
     ("counter only on one side", ("p01-synretry", "counters", "IpOutTransmits"), 6,
      "counter IpOutTransmits: only in B (+6)"),
     ("percentile 10x apart", ("p01-connect-time", "parts", "refused", "us", "p99"), 400.0,
-     "refused: connect() time p99: 23.8 us in A, 400 us in B (17x apart)"),
-    ("connect errors by name", ("p01-connect-time", "parts", "accept", "errors"), {"EADDRNOTAVAIL": 3},
-     "accept: error EADDRNOTAVAIL: only in B (+3)"),
+     "refused: connect() time p99: 23.8 us in A, 400.0 us in B (17x apart)"),
+    ("connect errors by name", ("p01-connect-time", "parts", "accept", "errors"), {"ETIMEDOUT": 1500},
+     "accept: error ETIMEDOUT: only in B (+1500)"),
+    ("sub-run", ("p01-timeout", "keep", "errno"), "ECONNREFUSED",
+     "keep: errno: ETIMEDOUT in A, ECONNREFUSED in B"),
     ("number of connects", ("p01-connect-time", "parts", "accept", "n"), 200,
      "accept: number of connects: 2000 in A, 200 in B"),
     ("HZ", ("p01-machine", "hz"), 1000, "HZ: 250 in A, 1000 in B"),
@@ -186,6 +204,38 @@ def test_experiment_on_one_side(tmp_path):
     lines, status = diff(tmp_path, a, b)
     assert status == 1
     assert lines == ["p01-connect-time", "  only in B", "p01-machine", "  only in A"]
+
+
+def test_sub_run_schedule(tmp_path):
+    b = base()
+    b["p01-timeout"]["keep"]["retransmits"] = [{"t_s": t} for t in (1.00, 2.02, 3.05)]
+    lines, _ = diff(tmp_path, base(), b)
+    assert lines == ["p01-timeout",
+                     "  keep: SYN retransmissions: 2 in A, 3 in B",
+                     "  keep: SYN retransmitted at: 1.04, 3.05 s in A; 1.00, 2.02, 3.05 s in B"]
+
+
+def test_counter_on_one_side_in_a_small_experiment(tmp_path):
+    b = base()
+    b["p01-synretry"]["counters"]["TcpExtTCPLostRetransmit"] = 1
+    lines, _ = diff(tmp_path, base(), b)
+    assert lines == ["p01-synretry", "  counter TcpExtTCPLostRetransmit: only in B (+1)"]
+
+
+def test_a_guest_side_is_named_next_to_its_times(tmp_path):
+    a = write(tmp_path / "6.1.0-57-cloud-amd64", base())
+    os.makedirs(os.path.join(a, "raw"))
+    with open(os.path.join(a, "raw", "vm.txt"), "w") as f:
+        f.write("version=6.1\naccel=tcg\n")
+    b = base()
+    b["p01-connect-time"]["parts"]["accept"]["us"]["median"] = 0.5
+    b = write(tmp_path / "6.18.44", b)
+    out = subprocess.run(["/usr/bin/python3", DIFF, a, b], capture_output=True, text=True).stdout
+    assert out.splitlines() == [
+        "p01-connect-time",
+        "  accept: connect() time median: 7.3 us in 6.1.0-57-cloud-amd64, 0.5 us in 6.18.44 (15x apart)",
+        "  note: 6.1.0-57-cloud-amd64 ran under QEMU (tcg): its connect() times include the emulation",
+    ]
 
 
 def test_missing_keys_are_tolerated(tmp_path):
