@@ -6,7 +6,8 @@
 # Fetches the newest linux-image-VERSION.*-cloud-amd64-unsigned .deb with apt-get download into a
 # cache outside the clone (TCPLAB_CACHE, default /var/cache/tcplab), unpacks it with dpkg-deb -x
 # (never installs it), builds an initramfs (busybox-static, build/bin with the shared libraries
-# ldd names, experiments/*.sh, inet_diag + tcp_diag from the same package, lib/initramfs/init),
+# ldd names, experiments/*.sh, inet_diag + tcp_diag and boot/config-* from the same package,
+# lib/initramfs/init),
 # boots it, and unpacks what each unit wrote into RAWROOT/UNIT/ as a host run would.  Writes
 # RAWROOT/vm.txt (key=value: accel, kernel release, boot time, status) and RAWROOT/vm-console.log.
 #
@@ -293,6 +294,11 @@ build_initramfs() {
 		[ -f "$f" ] && [ -x "$f" ] && copy_with_libs "$f" "$DEST/tcplab/bin"
 	done
 	cp "$EXPDIR"/*.sh "$DEST/tcplab/experiments/"
+	# The package's own config, where the machine probe looks for CONFIG_HZ on any system.
+	if [ -f "$KDIR/boot/config-$RELEASE" ]; then
+		mkdir -p "$DEST/boot"
+		cp "$KDIR/boot/config-$RELEASE" "$DEST/boot/"
+	fi
 	MODLIST=""
 	for a in "${MODULES[@]}"; do
 		module_add "$a"
