@@ -68,6 +68,11 @@ def read_round(raw, backend, k, r):
     return out
 
 
+def per_req(cpu_pct, req_s):
+    """CPU microseconds per request from a CPU share (100 = one CPU busy) and a rate."""
+    return round(cpu_pct * 1e4 / req_s, 3) if req_s else None
+
+
 def row_of(k, rounds):
     """The table row of one step: the fastest clean round, with every round's req/s."""
     ran = [x for x in rounds if x is not None]
@@ -95,6 +100,8 @@ def row_of(k, rounds):
         "server_ready_per_call": ready, "server_calls_s": num(sv["calls_s"]),
         "server_conns": int(sv["conns"]), "server_cpu_pct": float(sv["cpu_pct"]),
         "client_cpu_pct": ld["cpu_pct"], "machine_cpu_pct": ld["sys_cpu_pct"],
+        "server_cpu_us_per_req": per_req(float(sv["cpu_pct"]), ld["req_s"]),
+        "client_cpu_us_per_req": per_req(ld["cpu_pct"], ld["req_s"]),
         "steal_pct": ld["steal_pct"], "round": best["round"],
         "rounds_req_s": [x["load"]["req_s"] if x in clean else None for x in ran],
         "errno": None,
@@ -122,10 +129,11 @@ def ratio(rows, k, k0=0):
 
 
 HEAD = (f"{'idle':>6} {'req/s':>8} {'vs K=0':>7} {'p50 us':>8} {'p99 us':>8} {'max us':>9} "
-        f"{'wait us':>8} {'work us':>8} {'ready':>6} {'work us':>8} {'cpu% srv':>8} "
-        f"{'cli':>4} {'all':>4}")
+        f"{'wait us':>8} {'work us':>8} {'ready':>6} {'work us':>8} {'srv cpu':>8} "
+        f"{'cpu% srv':>8} {'cli':>4} {'all':>4}")
 HEAD2 = (f"{'':>6} {'':>8} {'':>7} {'':>8} {'':>8} {'':>9} "
-         f"{'/call':>8} {'/call':>8} {'/call':>6} {'/ready':>8} {'':>8} {'':>4} {'':>4}")
+         f"{'/call':>8} {'/call':>8} {'/call':>6} {'/ready':>8} {'us/req':>8} {'':>8} {'':>4} "
+         f"{'':>4}")
 
 
 def table_lines(backend, rows):
@@ -140,7 +148,7 @@ def table_lines(backend, rows):
                 f"{r['k']:>6} {r['req_s']:>8} {rel:>7} {r['p50_us']:>8.1f} {r['p99_us']:>8.1f} "
                 f"{r['max_us']:>9.1f} {r['server_wait_us_per_call']:>8.1f} "
                 f"{r['server_work_us_per_call']:>8.1f} {r['server_ready_per_call']:>6.2f} "
-                f"{wr:>8} {r['server_cpu_pct']:>8.0f} "
+                f"{wr:>8} {r['server_cpu_us_per_req']:>8.1f} {r['server_cpu_pct']:>8.0f} "
                 f"{r['client_cpu_pct']:>4.0f} {r['machine_cpu_pct']:>4.0f}")
         elif r["status"] == "refused":
             f = r["refused"]
@@ -236,8 +244,8 @@ def header_lines(p, kern, ncpu):
         "",
         "wait = time inside select/poll/epoll_wait per call; work = time between calls (set "
         "building, scanning, recv/send);",
-        "ready = fds handled per call; cpu% = server, client, whole machine (100 = one CPU) "
-        "during the window",
+        "ready = fds handled per call; srv cpu us/req = server CPU time per request; cpu% = "
+        "server, client, whole machine (100 = one CPU) during the window",
     ]
 
 

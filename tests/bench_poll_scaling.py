@@ -109,7 +109,8 @@ def run_load(ns, bindir, args, timeout=60):
 
 
 def measure(ns, bindir, backend, k, window_ms=2000):
-    """One step as the lab runs it → req/s (None when the step did not complete)."""
+    """One step as the lab runs it → (req/s, server CPU us per request), or None when the
+    step did not complete."""
     srv_pin, cli_pin = pinning()
     srv = Server(ns, bindir, backend, extra=srv_pin)
     try:
@@ -117,9 +118,11 @@ def measure(ns, bindir, backend, k, window_ms=2000):
                                               str(window_ms), "-P", str(srv.pid), *cli_pin])
     finally:
         srv.stop()
-    if rc != 0 or res is None or res["errno"] != "none":
+    window = srv.lines("stats reason=usr1 ")[1:2]
+    if rc != 0 or res is None or res["errno"] != "none" or not window:
         return None
-    return float(res["req_s"])
+    rate = float(res["req_s"])
+    return rate, float(window[0]["cpu_pct"]) * 1e4 / rate if rate else None
 
 
 def selftest(ns, bindir, window_ms=2000):
@@ -127,12 +130,13 @@ def selftest(ns, bindir, window_ms=2000):
     rc, res, _, _ = run_load(ns, bindir, ["-s", "-w", str(window_ms), *cli_pin])
     if rc != 0 or res is None or res["errno"] != "none":
         return None
-    return float(res["req_s"])
+    return float(res["req_s"]), None
 
 
 def best(values):
+    """The fastest of the rounds: (req/s, server CPU us per request) or (None, None)."""
     good = [v for v in values if v is not None]
-    return max(good) if good else None
+    return max(good, key=lambda v: v[0]) if good else (None, None)
 
 
 def div(a, b):
@@ -150,7 +154,8 @@ def bench(bindir, rounds=2, window_ms=2000):
             runs["s0"].append(measure(ns, bindir, "select", 0, window_ms))
             runs["s900"].append(measure(ns, bindir, "select", 900, window_ms))
             runs["self"].append(selftest(ns, bindir, window_ms))
-    b = {key: best(v) for key, v in runs.items()}
+    b = {key: best(v)[0] for key, v in runs.items()}
+    cpu = {key: best(v)[1] for key, v in runs.items()}
     epoll_ratio = div(b["e5000"], b["e0"])
     select_ratio = div(b["s900"], b["s0"])
     headroom = div(b["self"], b["e0"])
@@ -161,6 +166,11 @@ def bench(bindir, rounds=2, window_ms=2000):
          None, None),
         ("poll-scaling: load client self-test req/s / epoll server req/s at 0 idle", headroom,
          "> 1", headroom is not None and headroom > 1),
+        # Not limited by the client nor by other load on the machine: the server's own cost.
+        ("poll-scaling: epoll server CPU per request at 5000 idle / at 0 idle",
+         div(cpu["e5000"], cpu["e0"]), None, None),
+        ("poll-scaling: select server CPU per request at 900 idle / at 0 idle",
+         div(cpu["s900"], cpu["s0"]), None, None),
     ]
 
 
