@@ -72,7 +72,7 @@ sanitize:
 		$(PYTHON) -m pytest -q tests $(PYTEST_ARGS)
 
 bench: all
-	$(PYTHON) tests/bench.py
+	$(PYTHON) tests/bench.py $(BENCH_ARGS)
 
 DEB_PACKAGES := gcc make libmnl-dev pkg-config python3 python3-pytest strace iproute2 gnuplot-nox
 deps:

@@ -7,6 +7,8 @@ TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 PY=/usr/bin/python3
 PROG=run.sh
 NS_PREFIX=tcplab
+# shellcheck source=lib/netns.sh
+. "$TOP/lib/netns.sh"
 EXIT_FAIL=1 EXIT_USAGE=2 EXIT_SKIP=4
 
 usage() {
@@ -73,13 +75,6 @@ report_of() {
 
 NAMESPACES=()
 
-ns_kill_and_delete() {
-	local ns=$1 pids
-	pids=$(ip netns pids "$ns" 2>/dev/null || true)
-	[ -z "$pids" ] || kill -KILL $pids 2>/dev/null || true
-	ip netns del "$ns" 2>/dev/null || true
-}
-
 # Remove what runs killed without their traps left: namespaces whose run pid is gone, their
 # processes, and half-written temporary directories.  Says what it removed.
 reap_stale() {
@@ -89,7 +84,7 @@ reap_stale() {
 		pid=${pid%%-*}
 		case $pid in '' | *[!0-9]*) continue ;; esac
 		if ! kill -0 "$pid" 2>/dev/null; then
-			ns_kill_and_delete "$ns"
+			tl_netns_delete "${ns%-p}"
 			found=$((found + 1))
 		fi
 	done
@@ -105,31 +100,10 @@ reap_stale() {
 	done
 }
 
-# A fresh namespace with lo up.  Where the kernel allows (tcp_child_ehash_entries, 5.19+), it
-# gets a private TCP established-hash table of 1024 buckets instead of sharing the host's: a
-# sock_diag dump walks the whole table, so a private one makes a 1 ms sockwatch sample cheap.
-# The table is created by the namespace that creates the new one, hence the short-lived parent.
-# A private table also caps TIME-WAIT sockets at half its size (tcp_set_hashinfo() in
-# net/ipv4/tcp_ipv4.c), so tcp_max_tw_buckets is set back to what a namespace sharing the
-# host's table gets: half the host's table.
+# Every namespace is registered before it is made, so an interrupt from then on finds it.
 make_ns() {
-	local ns=$1 parent="$1-p" tw
-	tw=$(($(cat /proc/sys/net/ipv4/tcp_ehash_entries 2>/dev/null || echo 0) / 2))
-	tw=${tw#-}
-	NAMESPACES+=("$ns")	# first: an interrupt from here on must find it
-	ip netns add "$parent"
-	if [ "$tw" -gt 0 ] &&
-		ip netns exec "$parent" sysctl -qw net.ipv4.tcp_child_ehash_entries=1024 2>/dev/null &&
-		touch "/run/netns/$ns" &&
-		nsenter --net="/run/netns/$parent" unshare --net="/run/netns/$ns" true 2>/dev/null &&
-		ip netns exec "$ns" sysctl -qw net.ipv4.tcp_max_tw_buckets="$tw"; then
-		ip netns del "$parent"
-	else
-		ip netns del "$parent"
-		rm -f "/run/netns/$ns"
-		ip netns add "$ns"
-	fi
-	ip -n "$ns" link set lo up
+	NAMESPACES+=("$1")
+	tl_netns_create "$1"
 }
 
 TMPDIR_RUN=""
@@ -138,8 +112,7 @@ cleanup() {
 	trap - EXIT INT TERM
 	local ns
 	for ns in "${NAMESPACES[@]}"; do
-		ns_kill_and_delete "$ns"
-		ns_kill_and_delete "$ns-p"
+		tl_netns_delete "$ns"
 	done
 	[ -z "$TMPDIR_RUN" ] || rm -rf "$TMPDIR_RUN"
 	exit "$status"
@@ -170,13 +143,14 @@ ensure_built() {
 # ---- units ------------------------------------------------------------------------------------
 
 # Start one unit in its namespace; its pid goes to UNIT_PID[unit].
-declare -A UNIT_PID=() UNIT_T0=()
+declare -A UNIT_PID=() UNIT_T0=() UNIT_NS=()
 start_unit() {
 	local unit=$1 ns="$NS_PREFIX-$$-$RANDOM$RANDOM-$1"
 	ns=${ns:0:60}
 	make_ns "$ns"
 	mkdir -p "$TMPDIR_RUN/raw"
 	UNIT_T0[$unit]=$SECONDS
+	UNIT_NS[$unit]=$ns
 	ip netns exec "$ns" env TL_BIN="$TOP/build/bin" ${TL_QUICK:+TL_QUICK=1} \
 		sh "$TOP/experiments/$unit.sh" "$TMPDIR_RUN/raw/$unit" &
 	UNIT_PID[$unit]=$!
@@ -187,6 +161,7 @@ start_unit() {
 finish_unit() {
 	local unit=$1 status=0
 	wait "${UNIT_PID[$unit]}" || status=$?
+	tl_netns_delete "${UNIT_NS[$unit]}"	# and whatever the unit left running in it
 	if [ "$status" -ne 0 ]; then
 		log "$unit: FAILED (exit $status) after $((SECONDS - UNIT_T0[$unit])) s"
 		FAILED+=("$unit")
@@ -195,6 +170,7 @@ finish_unit() {
 	rm -rf "$OUT/raw/$unit"
 	mkdir -p "$OUT/raw"
 	mv "$TMPDIR_RUN/raw/$unit" "$OUT/raw/$unit"
+	find "$OUT/raw/$unit" -name '*.err' -empty -delete	# stderr files that stayed empty
 	DONE_UNITS+=("$unit")
 	log "$unit: done in $((SECONDS - UNIT_T0[$unit])) s"
 }

@@ -1,7 +1,10 @@
 """tcplab.py — what the report scripts and tests share: raw-file readers, the kernel's SYN
 retransmission schedule, and atomic writing of the .txt/.json pair.  Standard library only."""
+import contextlib
 import json
 import os
+import secrets
+import subprocess
 import tempfile
 
 SCHEMA = 1
@@ -180,3 +183,18 @@ def report_main(argv, build):
         print(f"{os.path.basename(argv[0])}: {type(e).__name__}: {e}", file=sys.stderr)
         return 1
     return 0
+
+
+NETNS_SH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "netns.sh")
+
+
+@contextlib.contextmanager
+def netns(prefix="tcplab-test"):
+    """A fresh network namespace made the way run.sh makes them (lib/netns.sh: lo up, private
+    TCP hash table); on exit its processes are killed and it is deleted."""
+    name = f"{prefix}-{secrets.token_hex(4)}"
+    subprocess.run([NETNS_SH, "create", name], check=True, capture_output=True)
+    try:
+        yield name
+    finally:
+        subprocess.run([NETNS_SH, "delete", name], capture_output=True)

@@ -270,6 +270,8 @@ static int run_live(void)
 			break;
 		wait_next();
 	}
+	if (!env.once)
+		printf("end t_ns=%" PRId64 " samples=%lld\n", env.now_ns, env.sample_no);
 	ret = 0;
 cleanup:
 	tl_diag_close(d);

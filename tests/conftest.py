@@ -52,20 +52,10 @@ def bindir():
 
 @pytest.fixture
 def netns():
-    """A fresh network namespace with lo up; deleted (and its processes killed) afterwards."""
-    name = "tcplab-test-" + secrets.token_hex(4)
-    subprocess.run(["ip", "netns", "add", name], check=True)
-    try:
-        subprocess.run(["ip", "-n", name, "link", "set", "lo", "up"], check=True)
+    """A fresh network namespace as run.sh makes them (lib/netns.sh), deleted afterwards."""
+    import tcplab
+    with tcplab.netns() as name:
         yield name
-    finally:
-        pids = subprocess.run(["ip", "netns", "pids", name], capture_output=True, text=True).stdout.split()
-        for pid in pids:
-            try:
-                os.kill(int(pid), 9)
-            except (ProcessLookupError, ValueError):
-                pass
-        subprocess.run(["ip", "netns", "del", name], capture_output=True)
 
 
 def in_ns(ns, argv):
