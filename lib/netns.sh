@@ -8,19 +8,22 @@
 # gets a private TCP established-hash table of 1024 buckets instead of sharing the host's: a
 # sock_diag dump walks the whole table, so a private one makes a 1 ms sockwatch sample cheap.
 # The table is sized by the namespace that creates the new one, hence the short-lived parent.
-# A private table also caps TIME-WAIT sockets at half its size (tcp_set_hashinfo() in
-# net/ipv4/tcp_ipv4.c), so tcp_max_tw_buckets is set back to what a namespace sharing the
-# host's table gets: half the host's table.
+# Two defaults are derived from the table's size in tcp_sk_init() (net/ipv4/tcp_ipv4.c):
+# tcp_max_tw_buckets (half of it) and tcp_max_syn_backlog (max(128, 1/128 of it)).  Both are
+# set back to what a namespace sharing the host's table gets, so only the table size differs.
 tl_netns_create() {
-	local ns=$1 parent="$1-p" tw
-	tw=$(($(cat /proc/sys/net/ipv4/tcp_ehash_entries 2> /dev/null || echo 0) / 2))
-	tw=${tw#-}
+	local ns=$1 parent="$1-p" cnt tw syn
+	cnt=$(cat /proc/sys/net/ipv4/tcp_ehash_entries 2> /dev/null || echo 0)
+	cnt=${cnt#-}
+	tw=$((cnt / 2))
+	syn=$((cnt / 128 > 128 ? cnt / 128 : 128))
 	ip netns add "$parent" || return 1
 	if [ "$tw" -gt 0 ] &&
 		ip netns exec "$parent" sysctl -qw net.ipv4.tcp_child_ehash_entries=1024 2> /dev/null &&
 		touch "/run/netns/$ns" &&
 		nsenter --net="/run/netns/$parent" unshare --net="/run/netns/$ns" true 2> /dev/null &&
-		ip netns exec "$ns" sysctl -qw net.ipv4.tcp_max_tw_buckets="$tw"; then
+		ip netns exec "$ns" sysctl -qw net.ipv4.tcp_max_tw_buckets="$tw" \
+			net.ipv4.tcp_max_syn_backlog="$syn"; then
 		ip netns del "$parent"
 	else
 		ip netns del "$parent"
