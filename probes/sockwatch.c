@@ -135,7 +135,8 @@ static int end_sample(void *unused)
 	size_t k;
 
 	(void)unused;
-	qsort(env.cur.s, env.cur.n, sizeof(*env.cur.s), cmp_cookie);
+	if (env.cur.n > 1)	/* qsort(NULL, 0, …) is undefined */
+		qsort(env.cur.s, env.cur.n, sizeof(*env.cur.s), cmp_cookie);
 	if (env.once) {
 		for (k = 0; k < env.cur.n; k++)
 			print_event("snap", &env.cur.s[k]);
