@@ -73,6 +73,14 @@ def per_req(cpu_pct, req_s):
     return round(cpu_pct * 1e4 / req_s, 3) if req_s else None
 
 
+def other_cpu(machine, server, client):
+    """CPU share (100 = one CPU) the machine spent on anything but server and client: other
+    programs, and kernel time charged to neither.  -1 when /proc/stat was unreadable."""
+    if machine < 0:
+        return -1.0
+    return round(max(0.0, machine - server - client), 1)
+
+
 def row_of(k, rounds):
     """The table row of one step: the fastest clean round, with every round's req/s."""
     ran = [x for x in rounds if x is not None]
@@ -100,6 +108,9 @@ def row_of(k, rounds):
         "server_ready_per_call": ready, "server_calls_s": num(sv["calls_s"]),
         "server_conns": int(sv["conns"]), "server_cpu_pct": float(sv["cpu_pct"]),
         "client_cpu_pct": ld["cpu_pct"], "machine_cpu_pct": ld["sys_cpu_pct"],
+        "other_cpu_pct": other_cpu(ld["sys_cpu_pct"], float(sv["cpu_pct"]), ld["cpu_pct"]),
+        "disturbed": other_cpu(ld["sys_cpu_pct"], float(sv["cpu_pct"]),
+                               ld["cpu_pct"]) > DISTURBED_PCT,
         "server_cpu_us_per_req": per_req(float(sv["cpu_pct"]), ld["req_s"]),
         "client_cpu_us_per_req": per_req(ld["cpu_pct"], ld["req_s"]),
         "steal_pct": ld["steal_pct"], "round": best["round"],
@@ -128,12 +139,16 @@ def ratio(rows, k, k0=0):
     return None
 
 
+# A row whose window saw more than this share of a CPU used by anything but the two programs is
+# marked: its req/s and latencies say more about the machine than about the backend.
+DISTURBED_PCT = 25.0
+
 HEAD = (f"{'idle':>6} {'req/s':>8} {'vs K=0':>7} {'p50 us':>8} {'p99 us':>8} {'max us':>9} "
         f"{'wait us':>8} {'work us':>8} {'ready':>6} {'work us':>8} {'srv cpu':>8} "
-        f"{'cpu% srv':>8} {'cli':>4} {'all':>4}")
+        f"{'cpu% srv':>8} {'cli':>4} {'other':>5}")
 HEAD2 = (f"{'':>6} {'':>8} {'':>7} {'':>8} {'':>8} {'':>9} "
          f"{'/call':>8} {'/call':>8} {'/call':>6} {'/ready':>8} {'us/req':>8} {'':>8} {'':>4} "
-         f"{'':>4}")
+         f"{'':>5}")
 
 
 def table_lines(backend, rows):
@@ -149,7 +164,8 @@ def table_lines(backend, rows):
                 f"{r['max_us']:>9.1f} {r['server_wait_us_per_call']:>8.1f} "
                 f"{r['server_work_us_per_call']:>8.1f} {r['server_ready_per_call']:>6.2f} "
                 f"{wr:>8} {r['server_cpu_us_per_req']:>8.1f} {r['server_cpu_pct']:>8.0f} "
-                f"{r['client_cpu_pct']:>4.0f} {r['machine_cpu_pct']:>4.0f}")
+                f"{r['client_cpu_pct']:>4.0f} {r['other_cpu_pct']:>5.0f}"
+                f"{' *' if r['disturbed'] else ''}")
         elif r["status"] == "refused":
             f = r["refused"]
             out.append(f"{r['k']:>6}  refused: fd {f['fd']} >= FD_SETSIZE ({f['fd_setsize']}) "
@@ -245,26 +261,48 @@ def header_lines(p, kern, ncpu):
         "wait = time inside select/poll/epoll_wait per call; work = time between calls (set "
         "building, scanning, recv/send);",
         "ready = fds handled per call; srv cpu us/req = server CPU time per request; cpu% = "
-        "server, client, whole machine (100 = one CPU) during the window",
+        "server, client, and everything else on the machine",
+        f"(100 = one CPU) during the window; * = other work took over {DISTURBED_PCT:.0f}% of a "
+        "CPU: that row's req/s and latency are disturbed",
     ]
 
 
+def cpu_ratio(rows, k, k0=0):
+    by = {r["k"]: r for r in rows if r.get("status") == "ok"}
+    if k in by and k0 in by and by[k0]["server_cpu_us_per_req"]:
+        return round(by[k]["server_cpu_us_per_req"] / by[k0]["server_cpu_us_per_req"], 3)
+    return None
+
+
+def fmt(v):
+    return "-" if v is None else f"{v:.3f}"
+
+
 def ratio_lines(backends, st):
-    ep, se = backends.get("epoll", []), backends.get("select", [])
-    w = WRITEUP
-    out = ["", "ratios (req/s at K / req/s at 0 idle)   this run   write-up (PHP + Node.js)"]
-    for name, rows, k, wk in (("epoll  at 5000", ep, 5000, "epoll"),
-                              ("epoll  at  900", ep, 900, "epoll"),
-                              ("select at  900", se, 900, "select")):
-        r = ratio(rows, k)
-        wr = w[wk][k] / w[wk][0]
-        out.append(f"  {name:<36} {r if r is not None else '-':>8}   {wr:.3f}")
+    ep, se, po = backends.get("epoll", []), backends.get("select", []), backends.get("poll", [])
+    out = ["", f"{'at K / at 0 idle':<22} {'req/s':>8} {'server CPU/req':>15} "
+           f"{'write-up req/s':>15}"]
+    for name, rows, k, wk in (("epoll  K=5000", ep, 5000, "epoll"),
+                              ("epoll  K= 900", ep, 900, "epoll"),
+                              ("poll   K=5000", po, 5000, None),
+                              ("poll   K= 900", po, 900, None),
+                              ("select K= 900", se, 900, "select")):
+        wr = WRITEUP[wk][k] / WRITEUP[wk][0] if wk else None
+        out.append(f"  {name:<20} {fmt(ratio(rows, k)):>8} {fmt(cpu_ratio(rows, k)):>15} "
+                   f"{fmt(wr):>15}")
     e0 = next((r for r in ep if r["k"] == 0 and r["status"] == "ok"), None)
     if st and e0:
-        out.append(f"load client self-test: {st['req_s']} req/s against its own busy-polling "
-                   f"echo thread = {st['req_s'] / e0['req_s']:.2f} x the epoll server at K=0 "
-                   f"({e0['req_s']} req/s); client CPU {st['cpu_pct']:.0f}% there, "
-                   f"{e0['client_cpu_pct']:.0f}% against the server")
+        out.append(f"load client self-test: {st['req_s']} req/s against a bare in-process "
+                   f"epoll echo thread = {st['req_s'] / e0['req_s']:.2f} x the epoll server at "
+                   f"K=0 ({e0['req_s']} req/s)")
+        other = other_cpu(st["sys_cpu_pct"], st.get("proc_cpu_pct", st["cpu_pct"]), 0)
+        out.append(f"  other work on the machine during the self-test: {other:.0f}% of a CPU"
+                   f"{' (disturbed)' if other > DISTURBED_PCT else ''}")
+        out.append(f"  client CPU {st['cpu_pct']:.0f}% of its CPU in the self-test, "
+                   f"{e0['client_cpu_pct']:.0f}% against the server (server "
+                   f"{e0['server_cpu_pct']:.0f}%); client CPU per request "
+                   f"{per_req(st['cpu_pct'], st['req_s']):.1f} us, server "
+                   f"{e0['server_cpu_us_per_req']:.1f} us")
     return out
 
 
@@ -316,7 +354,12 @@ def build(rawroot, outdir):
         "select_refusal": ref,
         "ratios": {"epoll_5000_over_0": ratio(backends.get("epoll", []), 5000),
                    "epoll_900_over_0": ratio(backends.get("epoll", []), 900),
-                   "select_900_over_0": ratio(backends.get("select", []), 900)},
+                   "select_900_over_0": ratio(backends.get("select", []), 900),
+                   "poll_5000_over_0": ratio(backends.get("poll", []), 5000)},
+        "server_cpu_per_req_ratios": {
+            "epoll_5000_over_0": cpu_ratio(backends.get("epoll", []), 5000),
+            "select_900_over_0": cpu_ratio(backends.get("select", []), 900),
+            "poll_5000_over_0": cpu_ratio(backends.get("poll", []), 5000)},
         "selftest": st,
         "client_headroom": round(st["req_s"] / e0["req_s"], 3) if st and e0 else None,
         "rlimit_nofile": rl, "plot": svg,
