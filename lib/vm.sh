@@ -425,6 +425,7 @@ write_vm_txt() {
 		echo "memory_mb=$MEMORY_MB"
 		echo "qemu=${qv#QEMU emulator version }"
 		echo "transport=serial"
+		echo "netns=$(meta_value netns)"
 		echo "modules=$(sed -n "s/^TL_MODULES='\(.*\)'/\1/p" "$DEST/tcplab/config")"
 		echo "kernel_boot_s=$(meta_value init_uptime_s)"
 		echo "boot_s=$(cat "$WORK/boot_s" 2>/dev/null)"
