@@ -7,9 +7,9 @@
 # cache outside the clone (TCPLAB_CACHE, default /var/cache/tcplab), unpacks it with dpkg-deb -x
 # (never installs it), builds an initramfs (busybox-static, build/bin with the shared libraries
 # ldd names, experiments/*.sh, inet_diag + tcp_diag and boot/config-* from the same package,
-# lib/initramfs/init),
-# boots it, and unpacks what each unit wrote into RAWROOT/UNIT/ as a host run would.  Writes
-# RAWROOT/vm.txt (key=value: accel, kernel release, boot time, status) and RAWROOT/vm-console.log.
+# lib/initramfs/init), boots it under QEMU, and unpacks what each unit wrote into RAWROOT/UNIT/
+# as a host run would.  Writes RAWROOT/vm.txt (key=value: accel, kernel release, boot time,
+# status) and RAWROOT/vm-console.log.
 #
 # Exit: 0 every unit ran and exited 0; 1 a unit failed or the guest died; 2 usage;
 #       3 the guest timed out (partial output kept, vm.txt status=timeout);
@@ -114,7 +114,7 @@ check_tools() {
 		skip "qemu-system-x86_64 not found (make deps-kernel installs qemu-system-x86)"
 	[ -x /bin/busybox ] || skip "/bin/busybox not found (make deps-kernel installs busybox-static)"
 	local t
-	for t in cpio gzip dpkg-deb apt-cache apt-get flock ldd; do
+	for t in cpio gzip xz dpkg-deb apt-cache apt-get flock ldd; do
 		command -v "$t" >/dev/null || skip "$t not found (make deps-kernel)"
 	done
 	if [ "$ACCEL" = kvm ] && { ! [ -r /dev/kvm ] || ! [ -w /dev/kvm ]; }; then
