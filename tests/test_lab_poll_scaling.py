@@ -61,6 +61,13 @@ def test_help_prints_usage_and_exits_0(bindir, name):
     assert r.stderr == ""
 
 
+@pytest.mark.parametrize("name", ["echo_server", "echo_load"])
+def test_docs_synopsis_is_usage(bindir, name):
+    r = subprocess.run([prog(bindir, name), "-h"], capture_output=True, text=True)
+    with open(os.path.join(TOP, "docs", "poll-scaling.md")) as f:
+        assert r.stdout in f.read()
+
+
 @pytest.mark.parametrize("name,args", [
     ("echo_server", ["-p", "0", "-b", "epoll"]),
     ("echo_server", ["-p", "http", "-b", "epoll"]),
