@@ -7,6 +7,8 @@ TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 PY=/usr/bin/python3
 PROG=run.sh
 NS_PREFIX=tcplab
+# The programs: $TCPLAB_BUILD/bin (relative to the tree, or absolute), default build/bin.
+case ${TCPLAB_BUILD:-build} in /*) TL_BIN=$TCPLAB_BUILD/bin ;; *) TL_BIN=$TOP/${TCPLAB_BUILD:-build}/bin ;; esac
 # shellcheck source=lib/netns.sh
 . "$TOP/lib/netns.sh"
 EXIT_FAIL=1 EXIT_USAGE=2 EXIT_SKIP=4
@@ -75,10 +77,43 @@ report_of() {
 
 NAMESPACES=()
 
-# Remove what runs killed without their traps left: namespaces whose run pid is gone, their
-# processes, and half-written temporary directories.  Says what it removed.
+# Every process a run starts inherits TL_RUN_PID=<run pid> (exported in main), so a later run
+# finds what a killed run left running, in any namespace or none.  Prints "pid run_pid" lines.
+tagged_procs() {
+	grep -Hazx 'TL_RUN_PID=[0-9]*' /proc/[0-9]*/environ 2> /dev/null | tr '\0' '\n' |
+		sed -n 's|^/proc/\([0-9]*\)/environ:TL_RUN_PID=\([0-9]*\)$|\1 \2|p' || true
+}
+
+# SIGKILL the processes of run $1, or of every run that is gone when $1 is "dead"; again while
+# a dying unit script still starts new ones.  Prints how many processes it killed.
+kill_run_procs() {
+	local want=$1 pass pid run killed=" " found list
+	for pass in 1 2 3 4 5; do
+		found=0
+		list=$(tagged_procs)	# whole, before killing: our own grep carries our tag too
+		while read -r pid run; do
+			[ "$pid" != "$$" ] || continue
+			if [ "$want" = dead ]; then
+				! kill -0 "$run" 2> /dev/null || continue
+			elif [ "$run" != "$want" ]; then
+				continue
+			fi
+			kill -KILL "$pid" 2> /dev/null || continue
+			found=1
+			case $killed in *" $pid "*) ;; *) killed="$killed$pid " ;; esac
+		done <<< "$list"
+		[ "$found" -eq 1 ] || break
+	done
+	set -- $killed
+	echo $#
+}
+
+# Remove what runs killed without their traps left: their processes, namespaces whose run pid
+# is gone, and half-written temporary directories and files.  Says what it removed.
 reap_stale() {
-	local ns pid found=0
+	local ns pid found=0 n
+	n=$(kill_run_procs dead)
+	[ "$n" -eq 0 ] || log "stopped $n process(es) left by an interrupted run"
 	for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep "^$NS_PREFIX-" || true); do
 		pid=${ns#"$NS_PREFIX"-}
 		pid=${pid%%-*}
@@ -90,9 +125,11 @@ reap_stale() {
 	done
 	[ "$found" -eq 0 ] || log "removed $found namespace(s) left by an interrupted run"
 	local d
-	for d in "$TOP"/outputs/*/.tmp-*; do
+	# .tmp-PID: a run's raw directory; .NAME.XXXX.tmp-PID: a report's file being written
+	for d in "$TOP"/outputs/*/.tmp-* "$OUT"/.tmp-* "$TOP"/outputs/*/.*.tmp-* "$OUT"/.*.tmp-*; do
 		[ -e "$d" ] || continue
-		pid=${d##*/.tmp-}
+		pid=${d##*.tmp-}
+		case $pid in '' | *[!0-9]*) continue ;; esac
 		if ! kill -0 "$pid" 2>/dev/null; then
 			rm -rf "$d"
 			log "removed ${d#"$TOP"/}, left by an interrupted run"
@@ -111,6 +148,7 @@ cleanup() {
 	local status=$?
 	trap - EXIT INT TERM
 	local ns
+	kill_run_procs $$ > /dev/null	# also what a unit started before its namespace was gone
 	for ns in "${NAMESPACES[@]}"; do
 		tl_netns_delete "$ns"
 	done
@@ -137,6 +175,10 @@ ensure_built() {
 		}
 		make -C "$TOP" -s deps >&2
 	fi
+	if [ -n "${TCPLAB_BUILD:-}" ]; then	# a build made elsewhere (make sanitize): use as is
+		[ -x "$TL_BIN/sockwatch" ] || die $EXIT_FAIL "no programs in $TL_BIN (TCPLAB_BUILD)"
+		return 0
+	fi
 	make -C "$TOP" -s all >&2 || die $EXIT_FAIL "build failed"
 }
 
@@ -151,7 +193,7 @@ start_unit() {
 	mkdir -p "$TMPDIR_RUN/raw"
 	UNIT_T0[$unit]=$SECONDS
 	UNIT_NS[$unit]=$ns
-	ip netns exec "$ns" env TL_BIN="$TOP/build/bin" ${TL_QUICK:+TL_QUICK=1} \
+	ip netns exec "$ns" env TL_BIN="$TL_BIN" ${TL_QUICK:+TL_QUICK=1} \
 		sh "$TOP/experiments/$unit.sh" "$TMPDIR_RUN/raw/$unit" &
 	UNIT_PID[$unit]=$!
 	log "$unit: started in namespace $ns"
@@ -267,6 +309,7 @@ main() {
 	mkdir -p "$OUT" 2> /dev/null && [ -w "$OUT" ] || die $EXIT_FAIL "cannot write to $OUT"
 	OUT=$(cd "$OUT" && pwd)
 
+	export TL_RUN_PID=$$
 	reap_stale
 	TMPDIR_RUN="$OUT/.tmp-$$"
 	trap cleanup EXIT

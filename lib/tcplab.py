@@ -133,8 +133,14 @@ def atomic_write(path, text):
     the new one, never half of one (an interrupted run leaves no truncated output)."""
     d = os.path.dirname(path) or "."
     os.makedirs(d, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=d, prefix="." + os.path.basename(path) + ".")
+    # .NAME.XXXX.tmp-PID: if this process is killed (SIGKILL runs no cleanup), the next run.sh
+    # sees the pid is gone and removes the file.
+    fd, tmp = tempfile.mkstemp(dir=d, prefix="." + os.path.basename(path) + ".",
+                               suffix=f".tmp-{os.getpid()}")
     try:
+        umask = os.umask(0)
+        os.umask(umask)
+        os.fchmod(fd, 0o666 & ~umask)   # as open() would create it; mkstemp makes it 0600
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
         os.replace(tmp, path)
@@ -173,14 +179,22 @@ def kernel_release(rawdir):
 def report_main(argv, build):
     """Entry point of every report script: build(rawroot, outdir) → 0; a missing or unreadable
     raw file is one line on stderr and exit 1, never a traceback."""
+    import signal
     import sys
     if len(argv) != 3:
         print(f"usage: {os.path.basename(argv[0])} RAWROOT OUTDIR", file=sys.stderr)
         return 2
+    # SIGTERM unwinds like SIGINT, so atomic_write removes its temporary file.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     try:
         build(argv[1], argv[2])
     except (RawError, KeyError, ValueError, IndexError) as e:
         print(f"{os.path.basename(argv[0])}: {type(e).__name__}: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130     # interrupted: the old outputs stand, no traceback
+    except OSError as e:
+        print(f"{os.path.basename(argv[0])}: {e}", file=sys.stderr)
         return 1
     return 0
 
