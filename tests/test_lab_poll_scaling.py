@@ -131,18 +131,20 @@ def hard_nofile_allows_fd_setsize():
                     reason="hard RLIMIT_NOFILE too small to reach fd 1024")
 def test_select_refuses_fd_setsize_cleanly(bindir, netns):
     srv = Server(netns, bindir, "select")
-    # Below FD_SETSIZE it serves: 900 idle + 8 active connections.
-    rc, res, _, err = run_load(netns, bindir, ["-p", str(PORT), "-k", "900", "-w", "200",
-                                               "-u", "20"])
-    assert rc == 0 and res["errno"] == "none" and res["mismatches"] == "0", err
-    # 1100 idle connections need fds past 1023: the server must stop by itself, exit 3.
-    rc, res, _, err = run_load(netns, bindir, ["-p", str(PORT), "-k", "1100", "-w", "200",
-                                               "-u", "20"])
     try:
+        # Below FD_SETSIZE it serves: 900 idle + 8 active connections.
+        rc, res, _, err = run_load(netns, bindir, ["-p", str(PORT), "-k", "900", "-w", "200",
+                                                   "-u", "20"])
+        assert rc == 0 and res["errno"] == "none" and res["mismatches"] == "0", err
+        # 1100 idle connections need fds past 1023: the server must stop by itself, exit 3.
+        rc, res, _, err = run_load(netns, bindir, ["-p", str(PORT), "-k", "1100", "-w", "200",
+                                                   "-u", "20"])
         status = srv.wait(timeout=10)
     except subprocess.TimeoutExpired:
-        srv.stop()
         pytest.fail("select server still running after an fd >= FD_SETSIZE")
+    finally:
+        if srv.proc.poll() is None:
+            srv.stop()
     assert status == 3, srv.stderr
     assert re.fullmatch(r"echo_server: fd (\d+) >= FD_SETSIZE \(1024\): select\(\) cannot "
                         r"watch it\n", srv.stderr), srv.stderr
