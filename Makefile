@@ -37,7 +37,13 @@ PROGRAMS    := $(FIXTURES) $(PROBES)
 
 all: $(PROGRAMS)
 
-$(BUILD)/%.o: %.c
+# Objects depend on the flags they were built with: a build directory made with other CFLAGS
+# (e.g. by hand, with sanitizers) is rebuilt instead of reported "up to date".
+FLAGS_STAMP := $(BUILD)/.flags
+FLAGS_NOW   := $(CC) $(CPPFLAGS) $(TL_CFLAGS) $(CFLAGS) $(MNL_CFLAGS) $(LDFLAGS)
+$(shell mkdir -p $(BUILD) && { [ -f $(FLAGS_STAMP) ] && [ "$$(cat $(FLAGS_STAMP))" = '$(FLAGS_NOW)' ] || echo '$(FLAGS_NOW)' > $(FLAGS_STAMP); })
+
+$(BUILD)/%.o: %.c $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CC      $<")
 	$(Q)$(CC) $(CPPFLAGS) $(TL_CFLAGS) $(CFLAGS) $(MNL_CFLAGS) -MMD -MP -c -o $@ $<

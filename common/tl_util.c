@@ -1,6 +1,7 @@
 /* tl_util.c — checked parsing, clocks, errno names and err()-style reporting. */
 #include "tl_util.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -16,7 +17,8 @@ int tl_parse_ll(const char *s, long long min, long long max, long long *out)
 	char *end;
 	long long v;
 
-	if (s == NULL || *s == '\0' || min > max) {
+	/* strtoll would also take leading blanks and '+': a number here is digits, maybe a '-' */
+	if (s == NULL || min > max || !(isdigit((unsigned char)*s) || *s == '-')) {
 		errno = EINVAL;
 		return -1;
 	}
