@@ -16,6 +16,7 @@ SYSCTLS = [
     "net.core.somaxconn", "net.ipv4.ip_local_port_range", "net.ipv4.tcp_fin_timeout",
     "net.ipv4.tcp_retries2", "net.ipv4.tcp_orphan_retries", "net.ipv4.tcp_rto_min_us",
     "net.ipv4.tcp_rto_max_ms", "net.ipv4.tcp_timestamps", "net.ipv4.tcp_tw_reuse",
+    "net.ipv4.tcp_max_tw_buckets", "net.ipv4.tcp_ehash_entries",
 ]
 
 
