@@ -184,7 +184,8 @@ static void parse_args(int argc, char **argv)
 {
 	int opt;
 
-	while ((opt = getopt(argc, argv, "1ae46hi:s:p:P:d:w:r:R:")) != -1) {
+	opterr = 0;	/* one line of our own on a bad option, not getopt's plus the usage */
+	while ((opt = getopt(argc, argv, ":1ae46hi:s:p:P:d:w:r:R:")) != -1) {
 		switch (opt) {
 		case '1': env.once = 1; break;
 		case 'a': env.all = 1; break;
@@ -203,7 +204,8 @@ static void parse_args(int argc, char **argv)
 		case 'r': env.record = optarg; break;
 		case 'R': env.replay = optarg; break;
 		case 'h': usage(stdout, 0);
-		default: usage(stderr, TL_EXIT_USAGE);
+		case ':': tl_errx(TL_EXIT_USAGE, "option -%c needs an argument", optopt);
+		default: tl_errx(TL_EXIT_USAGE, "unknown option -%c (-h for help)", optopt);
 		}
 	}
 	if (optind != argc)
