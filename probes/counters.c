@@ -165,18 +165,24 @@ static int load(struct tl_snmp *s, const char *path, int snapshot, struct buf *b
 		tl_warn("%s", path);
 		return -1;
 	}
+	/* counters ends every snapshot line with a newline: without one the file was cut short,
+	 * and a delta against it would call every counter after the cut only-now */
+	if (snapshot && b->len > 0 && b->p[b->len - 1] != '\n') {
+		tl_warnx("%s: truncated snapshot (no newline at the end)", path);
+		return -1;
+	}
 	r = snapshot ? tl_snmp_parse_snapshot(s, b->p, b->len) : tl_snmp_parse_proc(s, b->p, b->len);
 	if (r < 0) {
 		tl_warn("%s", path);
 		return -1;
 	}
+	if (s->n == n0) {	/* one line: the reason, and what was skipped on the way */
+		tl_warnx("%s: no counters%s", path, s->refused > refused0 ? " (only malformed lines)" : "");
+		return -1;
+	}
 	if (s->refused > refused0)
 		tl_warnx("%s: skipped %zu malformed %s", path, s->refused - refused0,
 			 snapshot ? "line(s)" : "line pair(s)");
-	if (s->n == n0) {
-		tl_warnx("%s: no counters", path);
-		return -1;
-	}
 	return 0;
 }
 

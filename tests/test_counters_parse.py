@@ -242,7 +242,7 @@ def test_delta_huge_file(bindir, tmp_path):
 
 def test_malformed_snapshot_lines_skipped(bindir, tmp_path):
     snap = tmp_path / "snap"
-    snap.write_text("TcpA 1\n\nTcpB 2 3\nTcpC x\nTcpA 5\nTcpD 4")
+    snap.write_text("TcpA 1\n\nTcpB 2 3\nTcpC x\nTcpA 5\nTcpD 4\n")
     r = ok(bindir, "-d", str(snap), "-a", str(snap), "-k", "TcpA,TcpD")
     assert r.stdout.splitlines() == ["TcpA +0", "TcpD +0"]
     assert r.stderr.count("skipped 3 malformed line(s)") == 2   # read as before and as after
