@@ -292,6 +292,8 @@ main() {
 		shift
 	done
 	case $ACCEL in tcg | kvm) ;; *) die $EXIT_USAGE "--accel '$ACCEL': want tcg or kvm" ;; esac
+	[ -z "$KERNEL" ] || [[ $KERNEL =~ ^[0-9]+\.[0-9]+$ ]] ||
+		die $EXIT_USAGE "--kernel '$KERNEL': want a version like 6.1 or 6.12"
 	for u in "${units[@]}"; do
 		[ -f "$TOP/experiments/$u.sh" ] && [ "$u" != lib ] ||
 			die $EXIT_USAGE "unknown experiment '$u' (./run.sh --list shows them)"
