@@ -259,7 +259,8 @@ run_vm() {
 	mkdir -p "$OUT/raw"
 	cp "$raw/vm.txt" "$OUT/raw/vm.txt"
 	for u in "$@"; do
-		if [ -d "$raw/$u" ] && [ "$status" -eq 0 ]; then
+		# a unit that ran to its end (unit.U=0) counts even when a later one hung the guest
+		if [ -d "$raw/$u" ] && grep -qx "unit\.$u=0" "$raw/vm.txt"; then
 			rm -rf "$OUT/raw/$u"
 			mv "$raw/$u" "$OUT/raw/$u"
 			DONE_UNITS+=("$u")

@@ -1,4 +1,5 @@
 #!/bin/sh
+# tcplab: duration-s 5
 # p01-machine: describe the kernel and the TCP sysctls of this experiment's namespace.
 . "$(dirname "$0")/lib.sh"
 tl_init "$1"

@@ -1,4 +1,5 @@
 #!/bin/sh
+# tcplab: duration-s 10
 # p01-strace: the system calls of three connects, with the time spent in each (strace -T):
 # a blocking connect to a listener that never accepts (and the sockets it leaves), a connect to a
 # port where nothing listens, and a create_connection-style connect with a 2 s poll().
