@@ -125,6 +125,7 @@ const char *tl_progname(void)
 	return progname;
 }
 
+__attribute__((format(printf, 3, 0)))
 static void vreport(int with_errno, int saved, const char *fmt, va_list ap)
 {
 	fprintf(stderr, "%s: ", progname);
