@@ -176,6 +176,17 @@ def kernel_release(rawdir):
     return read_machine(path)[0].get("kernel")
 
 
+def where(rawroot):
+    """Where the units ran, for a report's header line."""
+    vm = os.path.join(rawroot, "vm.txt")
+    if not os.path.exists(vm):
+        return "each unit in its own network namespace on this host; loopback"
+    v = read_kv(vm)
+    return (f"inside {v.get('package', 'a Debian kernel')} under QEMU "
+            f"(accel={v.get('accel')}, {v.get('smp')} CPU), each unit in its own namespace; "
+            "loopback; timings under emulation are slower than on hardware")
+
+
 def report_main(argv, build):
     """Entry point of every report script: build(rawroot, outdir) → 0; a missing or unreadable
     raw file is one line on stderr and exit 1, never a traceback."""
