@@ -31,15 +31,15 @@ def read_part(rawdir, part):
     }
 
 
-def outlier_note(p):
-    """What the counters say about calls of 1 ms or more: the kernel's own account, not a guess."""
-    if p["us"]["max"] < 1000:
+def outlier_note(p, nproc):
+    """What the counters say about calls over 1 ms: the kernel's own account, not a guess."""
+    if p["over_1ms"] == 0:
         return []
     c = p["counters"]
     drops = sum(c.get(k) or 0 for k in ("TcpExtListenOverflows", "TcpExtListenDrops")
                 if not isinstance(c.get(k), dict))
     retx = c.get("TcpExtTCPSynRetrans") or 0
-    head = (f"  {p['over_1ms']} call(s) took 1 ms or more (max {p['us']['max'] / 1000:.1f} ms, "
+    head = (f"  {p['over_1ms']} call(s) took over 1 ms (max {p['us']['max'] / 1000:.1f} ms, "
             f"call #{p['max_index']}).")
     if drops or retx:
         return [head, f"  The counters explain it: ListenOverflows/ListenDrops +{drops}, "
@@ -48,10 +48,10 @@ def outlier_note(p):
                 "for the retransmission."]
     return [head, "  The counters show no dropped or retransmitted SYN (ListenOverflows, "
             "ListenDrops and TCPSynRetrans +0): the time was lost outside TCP, e.g. the thread "
-            "was not running (2 cores shared with the other experiments)."]
+            f"was not running ({nproc} CPU(s) shared with the other experiments)."]
 
 
-def text_part(part, port, what, p):
+def text_part(part, port, what, p, nproc):
     us = p["us"]
     lines = [f"== {p['n']} connects to 127.0.0.1:{port}, {what} (load average {p['loadavg']})",
              "connect(): n={} ".format(p["n"]) + " ".join(
@@ -62,18 +62,22 @@ def text_part(part, port, what, p):
     shown = {k: p["counters"].get(k) for k in ALWAYS}
     shown.update({k: v for k, v in p["counters"].items() if k in EXPLAIN and v})
     lines += ["counter deltas (this namespace only):"] + t.counters_block(shown)
-    return lines + outlier_note(p)
+    if part == "accept" and p["counters"].get("TcpOutRsts"):
+        lines.append("  TcpOutRsts: resets from the listener to stray ACKs that reached it after "
+                     "their connection closed (docs/p01-connect-time.md)")
+    return lines + outlier_note(p, nproc)
 
 
 def build(rawroot, outdir):
     rawdir = t.unit_dir(rawroot, UNIT)
     kernel = t.kernel_release(rawdir)
+    nproc = t.read_machine(os.path.join(rawdir, "machine.txt"))[0].get("nproc", "?")
     parts = {part: read_part(rawdir, part) for part, _, _ in PARTS}
     lines = [f"{NAME}: the time of connect() alone (clock_gettime around the call), over loopback",
              f"kernel {kernel}; collected {t.collected_at(rawdir)}; percentiles are nearest-rank",
              t.where(rawroot), ""]
     for part, port, what in PARTS:
-        lines += text_part(part, port, what, parts[part]) + [""]
+        lines += text_part(part, port, what, parts[part], nproc) + [""]
     obj = {"experiment": NAME, "kernel": kernel}
     obj.update(parts["accept"])
     obj["parts"] = parts

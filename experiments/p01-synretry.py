@@ -81,10 +81,10 @@ def text_run(title, r):
               f"connect(): {r['errno'] or 'success'} after {r['elapsed_s']:.3f} s"
               f" (expected {fmt_s(r['expected_elapsed_s'])} s)",
               f"SYN retransmissions: {len(seen)} observed, {len(r['expected'])} expected",
-              "  waits documented (s): " + " ".join(
+              "  waits expected (s):  " + " ".join(
                   fmt_s(w) for w in waits(r["expected"] + [r["expected_elapsed_s"]]))
               + f", then give up at {fmt_s(r['expected_elapsed_s'])} s",
-              "  waits observed (s):   " + " ".join(
+              "  waits observed (s):  " + " ".join(
                   f"{w:.3f}" for w in waits(seen + [r["elapsed_s"]]))
               + f", then {r['errno'] or 'success'} at {r['elapsed_s']:.3f} s",
               "", "counter deltas (this namespace only):"]

@@ -94,10 +94,12 @@ def expected_syn_schedule(syn_retries, linear_timeouts, rto_max=120.0):
     documents for a SYN-SENT socket: ip-sysctl.rst (tcp_syn_retries, tcp_syn_linear_timeouts)
     and tcp_write_timeout()/tcp_retransmit_timer() in net/ipv4/tcp_timer.c.
 
-    linear_timeouts is None on kernels without the sysctl (before 6.5): pure doubling, and the
-    retry count alone ends the attempt.  With it, the first `linear` timeouts stay at the initial
-    RTO, the attempt may use syn_retries + linear retransmissions, and it also ends once the
-    time of the old doubling schedule (tcp_model_timeout) has passed."""
+    linear_timeouts is None on kernels without the sysctl (before 6.5): pure doubling, where
+    the count limit (syn_retries) and the time limit (tcp_model_timeout, applied to SYN-SENT
+    since 5.4) fall on the same instant.  With it, the first `linear` timeouts stay at the
+    initial RTO, the attempt may use syn_retries + linear retransmissions, and it also ends once
+    the time of the doubling schedule (tcp_model_timeout(syn_retries)) has passed.  The RTO cap
+    is 120 s (TCP_RTO_MAX; tcp_rto_max_ms on 6.15+ only matters for TCP_SYNCNT >= 7)."""
     linear = linear_timeouts or 0
     max_retrans = syn_retries + linear
     time_limit = syn_model_timeout(syn_retries) if linear_timeouts is not None else None
