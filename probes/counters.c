@@ -12,10 +12,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #define SNMP_PATH	"/proc/thread-self/net/snmp"
@@ -29,6 +31,9 @@ static struct env {
 	const char *before;	/* -d: delta mode */
 	const char *after;	/* -a: "now" is this snapshot */
 	struct tl_snmp keys;	/* -k: always printed in delta mode */
+	long long interval_ms;	/* -i: sample every so often, print what changed */
+	long long count;	/* -c: stop after this many samples (0: until a signal) */
+	volatile sig_atomic_t stop;
 } env;
 
 /* A growing read buffer, reused for every file. */
@@ -41,15 +46,19 @@ static void usage(void)
 {
 	fputs(
 		"usage: counters [-S snmp] [-N netstat] [-d before [-a after] [-k name[,name...]]]\n"
+		"       counters -i INTERVAL_MS [-c COUNT] [-k name[,name...]]\n"
 		"Print the kernel's SNMP and netstat counters (nstat names), or how they changed.\n"
 		"  (no -d)  snapshot: \"Name value\" for every counter, in file order\n"
 		"  -d FILE  delta since snapshot FILE: \"Name +N\" or \"Name -N\" for each counter that\n"
 		"           changed; \"Name only-now V\" or \"Name only-before V\" when one side lacks it\n"
 		"  -a FILE  with -d: compare with snapshot FILE instead of the counters now\n"
-		"  -k LIST  with -d: always print these counters (comma-separated), \"Name +0\" too;\n"
-		"           \"Name absent\" when neither side has one\n"
+		"  -k LIST  with -d or -i: always print these counters (comma-separated), \"Name +0\"\n"
+		"           too; \"Name absent\" when neither side has one\n"
 		"  -S FILE  read FILE instead of " SNMP_PATH " (alone: netstat is not read)\n"
 		"  -N FILE  read FILE instead of " NETSTAT_PATH " (alone: snmp is not read)\n"
+		"  -i MS    sample every MS ms: a \"sample=K t_ns=T\" line, then the delta since the\n"
+		"           sample before, as with -d (1..3600000; until SIGINT/SIGTERM or -c)\n"
+		"  -c N     with -i: stop after N samples (1..100000000)\n"
 		"  -h       print this help\n", stdout);
 }
 
@@ -73,13 +82,15 @@ static void parse_args(int argc, char **argv)
 	int opt;
 
 	opterr = 0;
-	while ((opt = getopt(argc, argv, ":S:N:d:a:k:h")) != -1) {
+	while ((opt = getopt(argc, argv, ":S:N:d:a:k:i:c:h")) != -1) {
 		switch (opt) {
 		case 'S': env.snmp = optarg; break;
 		case 'N': env.netstat = optarg; break;
 		case 'd': env.before = optarg; break;
 		case 'a': env.after = optarg; break;
 		case 'k': add_keys(optarg); break;
+		case 'i': env.interval_ms = tl_opt_ll("-i", optarg, 1, 3600000); break;
+		case 'c': env.count = tl_opt_ll("-c", optarg, 1, 100000000); break;
 		case 'h': usage(); exit(0);
 		case ':': tl_errx(TL_EXIT_USAGE, "option -%c needs an argument", optopt);
 		default: tl_errx(TL_EXIT_USAGE, "unknown option -%c (-h for help)", optopt);
@@ -87,8 +98,12 @@ static void parse_args(int argc, char **argv)
 	}
 	if (optind < argc)
 		tl_errx(TL_EXIT_USAGE, "unexpected argument '%s' (-h for help)", argv[optind]);
-	if (env.before == NULL && (env.after != NULL || env.keys.n > 0))
-		tl_errx(TL_EXIT_USAGE, "-a and -k need -d");
+	if (env.interval_ms && (env.before || env.after || env.snmp || env.netstat))
+		tl_errx(TL_EXIT_USAGE, "-i samples the live counters: it excludes -d, -a, -S and -N");
+	if (env.count && !env.interval_ms)
+		tl_errx(TL_EXIT_USAGE, "-c goes with -i");
+	if (env.before == NULL && !env.interval_ms && (env.after != NULL || env.keys.n > 0))
+		tl_errx(TL_EXIT_USAGE, "-a and -k need -d or -i");
 	if (env.after != NULL && (env.snmp != NULL || env.netstat != NULL))
 		tl_errx(TL_EXIT_USAGE, "-a compares two snapshots: it excludes -S and -N");
 	if (env.snmp == NULL && env.netstat == NULL) {
@@ -310,8 +325,50 @@ static int output(const struct tl_snmp *before, const struct tl_snmp *now, struc
 	return 0;
 }
 
+static void on_signal(int sig)
+{
+	(void)sig;
+	env.stop = 1;
+}
+
+/* -i: the counters every interval, each sample's delta against the one before (one read of each
+ * file per sample, in this process: the cheap way to watch counters move). */
+static int sample_loop(struct tl_snmp *prev, struct tl_snmp *now, struct buf *b)
+{
+	struct timespec next, step = { env.interval_ms / 1000, env.interval_ms % 1000 * 1000000 };
+	struct tl_snmp tmp;
+	char sample[32], t[32];
+	long long k;
+
+	if (load_now(prev, b) < 0 || clock_gettime(CLOCK_MONOTONIC, &next) < 0)
+		return -1;
+	for (k = 1; !env.stop && (env.count == 0 || k <= env.count); k++) {
+		next.tv_sec += step.tv_sec + (next.tv_nsec + step.tv_nsec) / 1000000000;
+		next.tv_nsec = (next.tv_nsec + step.tv_nsec) % 1000000000;
+		if (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &next, NULL) != 0 && env.stop)
+			break;
+		tl_snmp_free(now);
+		tl_snmp_init(now);
+		if (load_now(now, b) < 0)
+			return -1;
+		b->len = 0;
+		snprintf(sample, sizeof(sample), "sample=%lld", k);
+		snprintf(t, sizeof(t), "t_ns=%lld", (long long)tl_now_ns());
+		if (out_line(b, sample, t, NULL) < 0 || put_delta(prev, now, b) < 0 ||
+		    write_all(STDOUT_FILENO, b->p, b->len) < 0) {
+			tl_warn("output");
+			return -1;
+		}
+		tmp = *prev;
+		*prev = *now;
+		*now = tmp;
+	}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
+	struct sigaction sa = { .sa_handler = on_signal };
 	struct tl_snmp now, before;
 	struct buf b = { NULL, 0, 0 };
 	int status = 1;
@@ -321,6 +378,12 @@ int main(int argc, char **argv)
 	tl_snmp_init(&now);
 	tl_snmp_init(&before);
 	parse_args(argc, argv);
+	if (env.interval_ms) {
+		if (sigaction(SIGINT, &sa, NULL) < 0 || sigaction(SIGTERM, &sa, NULL) < 0)
+			tl_err(1, "sigaction");
+		status = sample_loop(&before, &now, &b) < 0;
+		goto cleanup;
+	}
 	if (load_now(&now, &b) < 0)
 		goto cleanup;
 	if (env.before != NULL && load(&before, env.before, 1, &b) < 0)
