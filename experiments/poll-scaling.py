@@ -64,7 +64,9 @@ def read_round(raw, backend, k, r):
            "server": server_window(base + "-server.txt"),
            "rlimit": next((t.kv(x) for x in srv_lines if x.startswith("rlimit_nofile=")), None),
            "refused": next((t.kv(x) for x in srv_lines if x.startswith("refused ")), None),
-           "server_stderr": t.read_lines(base + "-server.txt.err")}
+           # run.sh deletes stderr files that stayed empty
+           "server_stderr": (t.read_lines(base + "-server.txt.err")
+                             if os.path.exists(base + "-server.txt.err") else [])}
     return out
 
 
