@@ -275,3 +275,19 @@ def test_report_missing_raw_is_one_line(tmp_path):
                           str(tmp_path), str(tmp_path / "out")], capture_output=True, text=True)
     assert rep.returncode == 1
     assert len(rep.stderr.splitlines()) == 1 and "plan.txt" in rep.stderr
+
+
+@pytest.mark.netns
+def test_report_accepts_deleted_empty_err_files(quick_run, tmp_path):
+    """run.sh deletes stderr files that stayed empty; the report must not need them."""
+    raw, _, _ = quick_run
+    copy = tmp_path / "raw"
+    shutil.copytree(raw, copy)
+    for err in (copy / "poll-scaling").glob("*.err"):
+        if err.stat().st_size == 0:
+            err.unlink()
+    rep = subprocess.run(["/usr/bin/python3", os.path.join(TOP, "experiments", "poll-scaling.py"),
+                          str(copy), str(tmp_path / "out")], capture_output=True, text=True)
+    assert rep.returncode == 0, rep.stderr
+    obj = json.loads((tmp_path / "out" / "poll-scaling.json").read_text())
+    assert obj["select_refused_at_k"] == 2000
