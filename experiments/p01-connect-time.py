@@ -31,7 +31,7 @@ def read_part(rawdir, part):
     }
 
 
-def outlier_note(p, nproc):
+def outlier_note(p, nproc, vm):
     """What the counters say about calls over 1 ms: the kernel's own account, not a guess."""
     if p["over_1ms"] == 0:
         return []
@@ -46,12 +46,14 @@ def outlier_note(p, nproc):
                 f"TCPSynRetrans +{retx}: the accept queue was full, the kernel dropped a SYN, and "
                 "the client sent it again after the initial RTO (1 s): that connect() waited "
                 "for the retransmission."]
+    why = ("the guest's CPU is emulated (QEMU) and the guest's scheduler ran something else"
+           if vm else f"the thread was not running ({nproc} CPU(s) shared with the other "
+           "experiments)")
     return [head, "  The counters show no dropped or retransmitted SYN (ListenOverflows, "
-            "ListenDrops and TCPSynRetrans +0): the time was lost outside TCP, e.g. the thread "
-            f"was not running ({nproc} CPU(s) shared with the other experiments)."]
+            f"ListenDrops and TCPSynRetrans +0): the time was lost outside TCP, e.g. {why}."]
 
 
-def text_part(part, port, what, p, nproc):
+def text_part(part, port, what, p, nproc, vm):
     us = p["us"]
     lines = [f"== {p['n']} connects to 127.0.0.1:{port}, {what} (load average {p['loadavg']})",
              "connect(): n={} ".format(p["n"]) + " ".join(
@@ -65,7 +67,7 @@ def text_part(part, port, what, p, nproc):
     if part == "accept" and p["counters"].get("TcpOutRsts"):
         lines.append("  TcpOutRsts: resets from the listener to stray ACKs that reached it after "
                      "their connection closed (docs/p01-connect-time.md)")
-    return lines + outlier_note(p, nproc)
+    return lines + outlier_note(p, nproc, vm)
 
 
 def build(rawroot, outdir):
@@ -77,7 +79,7 @@ def build(rawroot, outdir):
              f"kernel {kernel}; collected {t.collected_at(rawdir)}; percentiles are nearest-rank",
              t.where(rawroot), ""]
     for part, port, what in PARTS:
-        lines += text_part(part, port, what, parts[part], nproc) + [""]
+        lines += text_part(part, port, what, parts[part], nproc, t.under_vm(rawroot)) + [""]
     obj = {"experiment": NAME, "kernel": kernel}
     obj.update(parts["accept"])
     obj["parts"] = parts

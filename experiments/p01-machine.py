@@ -26,7 +26,7 @@ def build(rawroot, outdir):
            "elapsed_s": None, "version": info.get("version"), "arch": info.get("machine"),
            "hz": None if info.get("hz") in (None, "unknown") else int(info["hz"]),
            "nproc": int(info["nproc"]) if "nproc" in info else None, "sysctls": sysctls,
-           "vm": t.read_kv(vm) if os.path.exists(vm) else None}
+           "vm": t.read_line_values(vm) if os.path.exists(vm) else None}
     if obj["vm"]:
         lines += ["", "booted under QEMU: " + " ".join(f"{k}={v}" for k, v in obj["vm"].items())]
     t.write_outputs(outdir, NAME, lines, obj)

@@ -71,9 +71,12 @@ def text_run(title, r):
              f"  {'t_s':>9}  {'event':<6} {'state':<9} {'retrans':>7} {'timer':<5} "
              f"{'expires_ms':>10}  {'expected_t_s':>12}"]
     exp = [0.0] + r["expected"]
+    last = None
     for e in r["events"]:
         k = e["retrans"]
-        want = fmt_s(exp[k]) if e["event"] in ("new", "change") and k < len(exp) else ""
+        sent = e["event"] == "new" or (e["event"] == "change" and last is not None and k > last)
+        want = fmt_s(exp[k]) if sent and k < len(exp) else ""   # only lines where a SYN went out
+        last = k
         lines.append(f"  {e['t_s']:9.3f}  {e['event']:<6} {e['state']:<9} {k:>7} "
                      f"{e['timer']:<5} {e['expires_ms']:>10}  {want:>12}")
     seen = [x["t_s"] for x in r["retransmits"]]

@@ -45,6 +45,16 @@ def read_kv(path):
     return out
 
 
+def read_line_values(path):
+    """A file of `key=value` lines whose values may hold spaces (vm.txt): {key: rest of line}."""
+    out = {}
+    for line in read_lines(path):
+        k, sep, v = line.partition("=")
+        if sep:
+            out[k] = v
+    return out
+
+
 def read_counters_delta(path):
     """A `counters -d` output → {name: int delta, or None when the counter is absent}.
     A counter on one side only (`Name only-now V`) reads as {"only": "now", "value": V}."""
@@ -183,10 +193,14 @@ def where(rawroot):
     vm = os.path.join(rawroot, "vm.txt")
     if not os.path.exists(vm):
         return "each unit in its own network namespace on this host; loopback"
-    v = read_kv(vm)
+    v = read_line_values(vm)
     return (f"inside {v.get('package', 'a Debian kernel')} under QEMU "
             f"(accel={v.get('accel')}, {v.get('smp')} CPU), each unit in its own namespace; "
             "loopback; timings under emulation are slower than on hardware")
+
+
+def under_vm(rawroot):
+    return os.path.exists(os.path.join(rawroot, "vm.txt"))
 
 
 def report_main(argv, build):
