@@ -27,7 +27,9 @@ int tl_diag_replay(const void *buf, size_t len, tl_sock_cb cb, void *data,
 		return -1;
 	}
 	while (remaining > 0) {
-		if (!mnl_nlmsg_ok(nlh, remaining)) {
+		/* mnl_nlmsg_ok() compares (int)nlmsg_len: a length of 2^31 or more passes it, and
+		 * 0xffffffff aligns to 0, so mnl_nlmsg_next() would never move (an endless loop) */
+		if (!mnl_nlmsg_ok(nlh, remaining) || nlh->nlmsg_len > (uint32_t)remaining) {
 			errno = EBADMSG;	/* truncated or garbled */
 			return -1;
 		}

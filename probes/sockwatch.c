@@ -316,7 +316,8 @@ int main(int argc, char **argv)
 
 	tl_set_progname(argv[0]);
 	parse_args(argc, argv);
-	if (sigaction(SIGINT, &sa, NULL) < 0 || sigaction(SIGTERM, &sa, NULL) < 0)
+	/* only the live loop ends on a signal (with its end line); a replay just dies */
+	if (!env.replay && (sigaction(SIGINT, &sa, NULL) < 0 || sigaction(SIGTERM, &sa, NULL) < 0))
 		tl_err(1, "sigaction");
 	ret = env.replay ? run_replay() : run_live();
 	free(env.prev.s);
