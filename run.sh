@@ -34,7 +34,9 @@ report a .txt for people and a .json for tools, and raw/<unit>/ with what the pr
   --list           list the units
 
 Units that measure speed (marked '# tcplab: exclusive') run alone, after the others.
-Exit status: 0 all units ran and reported, 1 a unit failed, 2 bad usage, 4 skipped (no root).
+Not root: each unit runs in an unprivileged user+network namespace (unshare -rn) instead.
+Exit status: 0 all units ran and reported, 1 a unit failed, 2 bad usage, 4 skipped (neither
+root nor unprivileged user namespaces).
 USAGE
 }
 
@@ -84,6 +86,11 @@ tagged_procs() {
 		sed -n 's|^/proc/\([0-9]*\)/environ:TL_RUN_PID=\([0-9]*\)$|\1 \2|p' || true
 }
 
+# Whether process $1 exists (kill -0 would call another user's live process dead: EPERM).
+alive() {
+	[ -e "/proc/$1" ]
+}
+
 # SIGKILL the processes of run $1, or of every run that is gone when $1 is "dead"; again while
 # a dying unit script still starts new ones.  Prints how many processes it killed.
 kill_run_procs() {
@@ -94,7 +101,7 @@ kill_run_procs() {
 		while read -r pid run; do
 			[ "$pid" != "$$" ] || continue
 			if [ "$want" = dead ]; then
-				! kill -0 "$run" 2> /dev/null || continue
+				! alive "$run" || continue
 			elif [ "$run" != "$want" ]; then
 				continue
 			fi
@@ -114,11 +121,12 @@ reap_stale() {
 	local ns pid found=0 n
 	n=$(kill_run_procs dead)
 	[ "$n" -eq 0 ] || log "stopped $n process(es) left by an interrupted run"
-	for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep "^$NS_PREFIX-" || true); do
+	# only root makes (and may delete) named namespaces
+	for ns in $([ "$(id -u)" -ne 0 ] || ip netns list 2>/dev/null | awk '{print $1}' | grep "^$NS_PREFIX-" || true); do
 		pid=${ns#"$NS_PREFIX"-}
 		pid=${pid%%-*}
 		case $pid in '' | *[!0-9]*) continue ;; esac
-		if ! kill -0 "$pid" 2>/dev/null; then
+		if ! alive "$pid"; then
 			tl_netns_delete "${ns%-p}"
 			found=$((found + 1))
 		fi
@@ -130,10 +138,8 @@ reap_stale() {
 		[ -e "$d" ] || continue
 		pid=${d##*.tmp-}
 		case $pid in '' | *[!0-9]*) continue ;; esac
-		if ! kill -0 "$pid" 2>/dev/null; then
-			rm -rf "$d"
+		alive "$pid" || [ ! -w "${d%/*}" ] || ! rm -rf "$d" 2> /dev/null ||
 			log "removed ${d#"$TOP"/}, left by an interrupted run"
-		fi
 	done
 }
 
@@ -188,10 +194,20 @@ ensure_built() {
 declare -A UNIT_PID=() UNIT_T0=() UNIT_NS=()
 start_unit() {
 	local unit=$1 ns="$NS_PREFIX-$$-$RANDOM$RANDOM-$1"
-	ns=${ns:0:60}
-	make_ns "$ns"
 	mkdir -p "$TMPDIR_RUN/raw"
 	UNIT_T0[$unit]=$SECONDS
+	UNIT_NS[$unit]=""
+	if [ "$NS_MODE" = userns ]; then
+		# not root: a user+network namespace of its own, gone with its last process
+		unshare -rn sh -c '"$0" link set lo up && exec "$@"' "$IP" \
+			env TL_BIN="$TL_BIN" ${TL_QUICK:+TL_QUICK=1} \
+			sh "$TOP/experiments/$unit.sh" "$TMPDIR_RUN/raw/$unit" &
+		UNIT_PID[$unit]=$!
+		log "$unit: started in an unprivileged user+network namespace (unshare -rn)"
+		return 0
+	fi
+	ns=${ns:0:60}
+	make_ns "$ns"
 	UNIT_NS[$unit]=$ns
 	ip netns exec "$ns" env TL_BIN="$TL_BIN" ${TL_QUICK:+TL_QUICK=1} \
 		sh "$TOP/experiments/$unit.sh" "$TMPDIR_RUN/raw/$unit" &
@@ -203,7 +219,7 @@ start_unit() {
 finish_unit() {
 	local unit=$1 status=0
 	wait "${UNIT_PID[$unit]}" || status=$?
-	tl_netns_delete "${UNIT_NS[$unit]}"	# and whatever the unit left running in it
+	[ -z "${UNIT_NS[$unit]}" ] || tl_netns_delete "${UNIT_NS[$unit]}" # and what it left running
 	if [ "$status" -ne 0 ]; then
 		log "$unit: FAILED (exit $status) after $((SECONDS - UNIT_T0[$unit])) s"
 		FAILED+=("$unit")
@@ -307,7 +323,12 @@ main() {
 		done
 	fi
 	[ -n "$quick" ] && export TL_QUICK=1
-	[ "$(id -u)" -eq 0 ] || die $EXIT_SKIP "needs root for network namespaces (try: sudo ./run.sh)"
+	NS_MODE=netns
+	if [ "$(id -u)" -ne 0 ] && [ -z "$KERNEL" ]; then
+		IP=$(PATH=$PATH:/usr/sbin:/sbin command -v ip) && unshare -rn true 2> /dev/null ||
+			die $EXIT_SKIP "needs root, or unprivileged user namespaces (unshare -rn) for network namespaces"
+		NS_MODE=userns
+	fi
 	[ -n "$OUT" ] || OUT="$TOP/outputs/$(uname -r)"
 	mkdir -p "$OUT" 2> /dev/null && [ -w "$OUT" ] || die $EXIT_FAIL "cannot write to $OUT"
 	OUT=$(cd "$OUT" && pwd)
