@@ -4,7 +4,7 @@
 #   lib/netns.sh create NAME    a fresh namespace with lo up
 #   lib/netns.sh delete NAME    kill its processes, delete it (and a leftover creation parent)
 
-# A fresh namespace with lo up.  Where the kernel allows (tcp_child_ehash_entries, 5.19+), it
+# A fresh namespace with lo up.  Where the kernel allows (tcp_child_ehash_entries, 6.1+), it
 # gets a private TCP established-hash table of 1024 buckets instead of sharing the host's: a
 # sock_diag dump walks the whole table, so a private one makes a 1 ms sockwatch sample cheap.
 # The table is sized by the namespace that creates the new one, hence the short-lived parent.

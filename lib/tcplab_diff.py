@@ -37,7 +37,9 @@ COUNTER_PER_CONNECT = 0.25  # ... and, with N connects, more than N/4 apart
 PERCENTILE_FACTOR = 10.0  # connect-time percentiles differ only beyond this factor
 # min and max are single samples, not percentiles: one SYN dropped at a busy listener makes max
 # 1 s (a retransmission) in one run and 3 ms in the next.  They are not compared.
-PERCENTILES = ("p10", "median", "p90", "p99")
+# p99 of 2000 is the 20th slowest call: one burst of scheduling delay moves it 10x between two
+# runs of one kernel on one machine, so it is not compared either.
+PERCENTILES = ("p10", "median", "p90")
 EXIT_SAME, EXIT_DIFFER, EXIT_TROUBLE = 0, 1, 2
 
 
@@ -116,15 +118,29 @@ def diff_sysctls(sa, sb, s):
     return out
 
 
+# Counters of packets whose number depends on how the two ends' threads interleave on loopback:
+# whether an ACK rides on data or goes alone, delayed or not, and so every segment and octet
+# count.  Between two runs of one kernel on one machine they moved 3x (TcpExtDelayedACKs
+# 362..1148 for 2000 connects).  Only their presence is compared.
+TIMING_COUNTERS = {
+    "TcpExtDelayedACKs", "TcpExtDelayedACKLocked", "TcpExtDelayedACKLost", "TcpExtTCPPureAcks",
+    "TcpExtTCPHPAcks", "TcpExtTCPHPHits", "TcpInSegs", "TcpOutSegs", "IpInReceives",
+    "IpInDelivers", "IpOutRequests", "IpOutTransmits", "IpExtInOctets", "IpExtOutOctets",
+    "IpExtInNoECTPkts", "TcpExtTW", "TcpOutRsts",
+}
+
+
 def diff_counters(ca, cb, s, what="counter", floor=0):
     """Counter deltas: name -> integer.  A counter on one side only is reported as such when
     its value is not noise: probes list a counter that did not move as absent or as 0, so a
-    missing counter counts as 0 for the tolerance."""
+    missing counter counts as 0 for the tolerance.  TIMING_COUNTERS: presence only."""
     if not isinstance(ca, dict) or not isinstance(cb, dict):
         return []
     out = []
     for name in sorted(set(ca) | set(cb)):
         va, vb = ca.get(name, 0), cb.get(name, 0)
+        if name in TIMING_COUNTERS and name in ca and name in cb:
+            continue
         if not is_number(va) or not is_number(vb):
             if va != vb:
                 out.append(f"{what} {name}: {s.pair(va, vb)}")
@@ -218,12 +234,16 @@ def connects(obj):
 
 
 def diff_connect_part(a, b, s, part):
-    """One part of p01-connect-time: n connects, errors by name, percentiles in microseconds."""
+    """One part of p01-connect-time: n connects, errors by name, percentiles in microseconds,
+    and the part's own counters (each part has its own namespace-exact deltas)."""
     prefix = f"{part}: " if part else ""
     floor = COUNTER_PER_CONNECT * max(connects(a), connects(b))
     out = diff_exact(a, b, "n", f"{prefix}number of connects", s)
     out += diff_counters(a.get("errors"), b.get("errors"), s, f"{prefix}error", floor)
     out += diff_percentiles(a.get("us"), b.get("us"), s, prefix)
+    if part:
+        out += [prefix + line for line in
+                diff_counters(a.get("counters"), b.get("counters"), s, floor=floor)]
     return out
 
 
@@ -252,8 +272,10 @@ def diff_run(a, b, s):
     out += diff_errno(a, b, s)
     out += diff_time(a, b, "elapsed_s", "total time", s)
     out += diff_connect_time(a, b, s)
-    floor = COUNTER_PER_CONNECT * max(connects(a), connects(b))
-    out += diff_counters(a.get("counters"), b.get("counters"), s, floor=floor)
+    if not (isinstance(a.get("parts"), dict) and isinstance(b.get("parts"), dict)):
+        # with parts, the top-level counters are a copy of the first part's, compared there
+        floor = COUNTER_PER_CONNECT * max(connects(a), connects(b))
+        out += diff_counters(a.get("counters"), b.get("counters"), s, floor=floor)
     return out
 
 
@@ -382,4 +404,6 @@ def main(argv):
 
 
 if __name__ == "__main__":
+    import signal
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)   # `| head` ends quietly, as diff(1) does
     sys.exit(main(sys.argv))

@@ -44,7 +44,7 @@ static const char *const sysctls[] = {
 	"net/ipv4/tcp_timestamps",
 	"net/ipv4/tcp_tw_reuse",
 	"net/ipv4/tcp_max_tw_buckets",
-	"net/ipv4/tcp_ehash_entries",		/* 5.19+; < 0: shared with the host */
+	"net/ipv4/tcp_ehash_entries",		/* 6.1+; < 0: shared with the host */
 };
 
 /* Bytes read from a file or inflated: malloc'd, with a NUL after the last byte. */
