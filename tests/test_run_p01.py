@@ -131,3 +131,15 @@ def test_interrupt_leaves_nothing(tmp_path):
     assert not [d for d in os.listdir(tmp_path) if d.startswith(".tmp-")]
     for ns in seen:
         assert not os.path.exists(f"/run/netns/{ns}")
+
+
+def test_two_runs_of_this_kernel_diff_as_equal(out, tmp_path):
+    """Timing noise is not a difference: a second run of the same units diffs as equal."""
+    env = dict(os.environ, TL_CONNECTS=str(N))
+    r = subprocess.run([os.path.join(TOP, "run.sh"), "--out", str(tmp_path), "p01-synretry",
+                        "p01-timeout", "p01-connect-time", "p01-machine"],
+                       capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 0, r.stderr[-3000:]
+    d = subprocess.run([os.path.join(TOP, "run.sh"), "diff", str(out), str(tmp_path)],
+                       capture_output=True, text=True, timeout=30)
+    assert (d.returncode, d.stdout) == (0, ""), d.stdout + d.stderr
