@@ -273,8 +273,8 @@ run_vm() {
 	[ -n "$release" ] || die $EXIT_FAIL "the guest reported no kernel release (see above)"
 	[ -n "$OUT_SET" ] || OUT="$TOP/outputs/$release"
 	mkdir -p "$OUT/raw"
-	cp "$raw/vm.txt" "$OUT/raw/vm.txt"
 	for u in "$@"; do
+		[ ! -d "$raw/$u" ] || cp "$raw/vm.txt" "$raw/$u/vm.txt"	# how this unit's guest ran
 		# a unit that ran to its end (unit.U=0) counts even when a later one hung the guest
 		if [ -d "$raw/$u" ] && grep -qx "unit\.$u=0" "$raw/vm.txt"; then
 			rm -rf "$OUT/raw/$u"

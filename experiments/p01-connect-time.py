@@ -77,9 +77,9 @@ def build(rawroot, outdir):
     parts = {part: read_part(rawdir, part) for part, _, _ in PARTS}
     lines = [f"{NAME}: the time of connect() alone (clock_gettime around the call), over loopback",
              f"kernel {kernel}; collected {t.collected_at(rawdir)}; percentiles are nearest-rank",
-             t.where(rawroot), ""]
+             t.where(rawdir), ""]
     for part, port, what in PARTS:
-        lines += text_part(part, port, what, parts[part], nproc, t.under_vm(rawroot)) + [""]
+        lines += text_part(part, port, what, parts[part], nproc, t.under_vm(rawdir)) + [""]
     obj = {"experiment": NAME, "kernel": kernel}
     obj.update(parts["accept"])
     obj["parts"] = parts

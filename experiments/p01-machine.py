@@ -21,7 +21,7 @@ def build(rawroot, outdir):
     width = max((len(k) for k in sysctls), default=0)
     for k, v in sysctls.items():
         lines.append(f"  {k:<{width}}  {'absent' if v is None else v}")
-    vm = os.path.join(rawroot, "vm.txt")
+    vm = os.path.join(rawdir, "vm.txt")
     obj = {"experiment": NAME, "kernel": info.get("kernel"), "counters": {}, "errno": None,
            "elapsed_s": None, "version": info.get("version"), "arch": info.get("machine"),
            "hz": None if info.get("hz") in (None, "unknown") else int(info["hz"]),

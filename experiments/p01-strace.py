@@ -34,7 +34,7 @@ def build(rawroot, outdir):
     parts = {p: read_part(rawdir, p) for p, _ in PARTS}
     socks = sockets(rawdir)
     lines = [f"{NAME}: the system calls of connect(), with the time spent in each (strace -T)",
-             f"kernel {kernel}; {strace}; collected {t.collected_at(rawdir)}", t.where(rawroot), ""]
+             f"kernel {kernel}; {strace}; collected {t.collected_at(rawdir)}", t.where(rawdir), ""]
     for p, what in PARTS:
         r = parts[p]
         lines.append(f"== {what}")

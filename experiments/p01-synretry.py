@@ -106,7 +106,7 @@ def build(rawroot, outdir):
     first = t.unit_dir(rawroot, next(iter(runs)))
     kernel = t.kernel_release(first)
     lines = [f"{NAME}: blocking connect() to 127.0.0.1:21013, a listener whose accept queue is full",
-             f"kernel {kernel}; {t.where(rawroot)}", ""]
+             f"kernel {kernel}; {t.where(first)}", ""]
     for unit, title in UNITS:
         if unit in runs:
             lines += text_run(runs[unit][0], runs[unit][1]) + [""]

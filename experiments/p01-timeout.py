@@ -67,7 +67,7 @@ def build(rawroot, outdir):
     after_timeout = [e for e in keep["retransmits"] if e["t_s"] > keep["elapsed_s"]]
     lines = [f"{NAME}: a timeout on connect() to a full listener (127.0.0.1:21013)",
              f"kernel {kernel}; collected {t.collected_at(rawdir)}; t_s from the start of connect()",
-             t.where(rawroot), "", "== create_connection-style: non-blocking connect, poll() 1500 ms, close() on "
+             t.where(rawdir), "", "== create_connection-style: non-blocking connect, poll() 1500 ms, close() on "
              "timeout",
              f"poll() returned 0 (timeout) after {cc['elapsed_s']:.3f} s; close() at "
              f"{cc['closed_s']:.3f} s", "sockwatch:"] + fmt_events(cc)

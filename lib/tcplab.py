@@ -188,9 +188,9 @@ def kernel_release(rawdir):
     return read_machine(path)[0].get("kernel")
 
 
-def where(rawroot):
-    """Where the units ran, for a report's header line."""
-    vm = os.path.join(rawroot, "vm.txt")
+def where(rawdir):
+    """Where a unit ran, for a report's header line (a --kernel run leaves vm.txt in it)."""
+    vm = os.path.join(rawdir, "vm.txt")
     if not os.path.exists(vm):
         return "each unit in its own network namespace on this host; loopback"
     v = read_line_values(vm)
@@ -199,8 +199,8 @@ def where(rawroot):
             "loopback; timings under emulation are slower than on hardware")
 
 
-def under_vm(rawroot):
-    return os.path.exists(os.path.join(rawroot, "vm.txt"))
+def under_vm(rawdir):
+    return os.path.exists(os.path.join(rawdir, "vm.txt"))
 
 
 def report_main(argv, build):

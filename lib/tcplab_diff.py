@@ -335,14 +335,21 @@ def experiments(path):
 
 
 def vm_accel(path):
-    """The accelerator a kernel-matrix run used (raw/vm.txt, written by lib/vm.sh), else None."""
+    """The accelerator a kernel-matrix run used (raw/<unit>/vm.txt, written by lib/vm.sh and
+    copied into each unit by run.sh), else None."""
+    raw = os.path.join(path, "raw")
     try:
-        with open(os.path.join(path, "raw", "vm.txt"), encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("accel="):
-                    return line.strip().split("=", 1)[1] or None
+        units = sorted(os.listdir(raw))
     except OSError:
-        pass
+        return None
+    for unit in units:
+        try:
+            with open(os.path.join(raw, unit, "vm.txt"), encoding="utf-8") as f:
+                for line in f:
+                    if line.startswith("accel="):
+                        return line.strip().split("=", 1)[1] or None
+        except OSError:
+            continue
     return None
 
 
