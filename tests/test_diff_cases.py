@@ -224,8 +224,8 @@ def test_counter_on_one_side_in_a_small_experiment(tmp_path):
 
 def test_a_guest_side_is_named_next_to_its_times(tmp_path):
     a = write(tmp_path / "6.1.0-57-cloud-amd64", base())
-    os.makedirs(os.path.join(a, "raw"))
-    with open(os.path.join(a, "raw", "vm.txt"), "w") as f:
+    os.makedirs(os.path.join(a, "raw", "p01-connect-time"))
+    with open(os.path.join(a, "raw", "p01-connect-time", "vm.txt"), "w") as f:
         f.write("version=6.1\naccel=tcg\n")
     b = base()
     b["p01-connect-time"]["parts"]["accept"]["us"]["median"] = 0.5
