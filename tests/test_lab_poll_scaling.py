@@ -219,7 +219,7 @@ def quick_run(bindir, tmp_path_factory):
 
 def test_unit_is_exclusive():
     with open(os.path.join(TOP, "experiments", "poll-scaling.sh")) as f:
-        head = f.read().splitlines()[:5]
+        head = f.read().splitlines()[:6]
     assert "# tcplab: exclusive" in head
 
 
