@@ -110,3 +110,52 @@ deps-kernel:
 		echo "make deps-kernel: installing$$missing"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
 	else echo "make deps-kernel: all present"; fi
+
+# Fuzzing (fuzz/, docs/reliability.md): libFuzzer targets built with Debian's clang under
+# ASan+UBSan; `make fuzz FUZZ_SECONDS=N` runs each for N s.  Needs `make deps-fuzz` (which
+# also installs valgrind, for `make valgrind`).
+.PHONY: deps-fuzz fuzz-build
+FUZZ_CC      ?= clang
+FUZZ_BUILD   := build-fuzz
+FUZZ_FLAGS   := -g -O1 -fno-omit-frame-pointer -fsanitize=fuzzer,address,undefined \
+		-fno-sanitize-recover=all
+FUZZ_TARGETS := fuzz_diag fuzz_snmp fuzz_gunzip fuzz_machine fuzz_args
+FUZZ_BINS    := $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/%)
+# What each target links besides its own file (fuzz_machine includes probes/machine.c).
+$(FUZZ_BUILD)/fuzz_diag:    $(NETLINK_SRC) common/tl_util.c
+$(FUZZ_BUILD)/fuzz_snmp:    common/tl_snmp.c
+$(FUZZ_BUILD)/fuzz_gunzip:  common/tl_gunzip.c
+$(FUZZ_BUILD)/fuzz_machine: common/tl_gunzip.c common/tl_util.c probes/machine.c
+$(FUZZ_BUILD)/fuzz_args:    common/tl_util.c netlink/tl_names.c
+
+$(FUZZ_BINS): $(FUZZ_BUILD)/%: fuzz/%.c $(wildcard common/*.h netlink/*.h)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  FUZZ-LD $@")
+	$(Q)$(FUZZ_CC) $(TL_CFLAGS) $(FUZZ_FLAGS) $(MNL_CFLAGS) -o $@ \
+		$(filter-out probes/%,$(filter %.c,$^)) $(MNL_LIBS) -lm
+
+fuzz-build:
+	@command -v $(FUZZ_CC) > /dev/null && \
+		echo 'int LLVMFuzzerTestOneInput(const char *d, long n) { return 0; }' | \
+		$(FUZZ_CC) -fsanitize=fuzzer -x c -o /dev/null - 2> /dev/null || \
+		{ echo "make fuzz: needs clang with libFuzzer (run 'make deps-fuzz')" >&2; exit 4; }
+	$(Q)$(MAKE) -s --no-print-directory $(FUZZ_BINS)
+
+fuzz: fuzz-build
+	$(Q)$(PYTHON) fuzz/seeds.py $(FUZZ_BUILD)/seeds
+	$(Q)fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+
+# valgrind (tests/test_reliability_valgrind.py): each probe on saved inputs, no error, no leak.
+.PHONY: valgrind
+valgrind: all
+	$(PYTHON) -m pytest -q tests/test_reliability_valgrind.py $(PYTEST_ARGS)
+
+FUZZ_DEB_PACKAGES := clang libclang-rt-14-dev valgrind
+deps-fuzz:
+	@missing=""; for p in $(FUZZ_DEB_PACKAGES); do \
+		dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'ok installed' || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+		echo "make deps-fuzz: installing$$missing"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
+	else echo "make deps-fuzz: all present"; fi

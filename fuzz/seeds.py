@@ -1,0 +1,101 @@
+#!/usr/bin/python3
+"""seeds.py OUTDIR — seed corpora for the fuzz targets, one directory per target, made from
+the saved dumps and /proc files under tests/data (and the kept crash inputs under
+tests/data/fuzz-regress/<target>/).  Standard library only."""
+import glob
+import gzip
+import os
+import shutil
+import struct
+import sys
+import zlib
+
+TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DATA = os.path.join(TOP, "tests", "data")
+PROC = os.path.join(DATA, "proc")
+
+
+def proc_files():
+    return sorted(p for p in glob.glob(os.path.join(PROC, "*")) if os.path.isfile(p)
+                  and not p.endswith(".md"))
+
+
+def snapshot(text):
+    """The `counters` snapshot of a /proc snmp/netstat text: one `Name value` line a counter."""
+    lines, out = text.splitlines(), []
+    for head, vals in zip(lines[::2], lines[1::2]):
+        names, values = head.split(), vals.split()
+        if names and values and names[0] == values[0] and len(names) == len(values):
+            out += [f"{names[0][:-1]}{n} {v}" for n, v in zip(names[1:], values[1:])]
+    return ("\n".join(out) + "\n").encode() if out else b""
+
+
+def gzip_member(raw_deflate, data, flags=0, extra=b"", name=b"", comment=b""):
+    """A gzip member around a raw deflate stream, with the header fields flags asks for."""
+    head = struct.pack("<BBBBIBB", 0x1F, 0x8B, 8, flags, 0, 0, 3)
+    if flags & 4:
+        head += struct.pack("<H", len(extra)) + extra
+    if flags & 8:
+        head += name + b"\0"
+    if flags & 16:
+        head += comment + b"\0"
+    if flags & 2:
+        head += struct.pack("<H", zlib.crc32(head) & 0xFFFF)
+    return head + raw_deflate + struct.pack("<II", zlib.crc32(data), len(data) & 0xFFFFFFFF)
+
+
+def deflate(data, level=9, strategy=zlib.Z_DEFAULT_STRATEGY):
+    c = zlib.compressobj(level, zlib.DEFLATED, -15, 9, strategy)
+    return c.compress(data) + c.flush()
+
+
+def gunzip_seeds():
+    for path in proc_files() + glob.glob(os.path.join(PROC, "root-6.1", "boot", "*")):
+        data = open(path, "rb").read()
+        base = os.path.basename(path)
+        yield f"{base}.gz0", gzip.compress(data, 0, mtime=0)
+        yield f"{base}.gz9", gzip.compress(data, 9, mtime=0)
+        yield f"{base}.fixed", gzip_member(deflate(data, 6, zlib.Z_FIXED), data)
+        yield f"{base}.rle", gzip_member(deflate(data, 6, zlib.Z_RLE), data)
+        yield f"{base}.flags", gzip_member(deflate(data, 1), data, 4 | 8 | 16 | 2, b"xy",
+                                           b"config", b"seed")
+
+
+def seeds():
+    netlink = sorted(glob.glob(os.path.join(DATA, "netlink", "*.bin")))
+    yield "fuzz_diag", ((os.path.basename(p), open(p, "rb").read()) for p in netlink)
+    snmp = [(os.path.basename(p), open(p, "rb").read()) for p in proc_files()]
+    snaps = [(n + ".snapshot", snapshot(d.decode("latin-1"))) for n, d in snmp]
+    yield "fuzz_snmp", snmp + [s for s in snaps if s[1]]
+    yield "fuzz_gunzip", gunzip_seeds()
+    root = [p for p in glob.glob(os.path.join(PROC, "root-6.1", "**"), recursive=True)
+            if os.path.isfile(p)]
+    machine = [(os.path.relpath(p, PROC).replace("/", "_"), open(p, "rb").read()) for p in root]
+    machine += [("cpus-list", b"0-3,6,8-9\n"), ("cpus-one", b"0\n"), ("hz", b"CONFIG_HZ=250\n")]
+    yield "fuzz_machine", machine
+    words = ["0", "1", "65535", "65536", "-1", "abc", "80x", " 5", "+5", "",
+             "9223372036854775807", "-9223372036854775808", "99999999999999999999",
+             "syn-sent", "SYN-RECV", "all", "listen", "time-wait", "estab"]
+    yield "fuzz_args", ((f"arg-{i}", w.encode()) for i, w in enumerate(words))
+
+
+def main(outdir):
+    for target, files in seeds():
+        d = os.path.join(outdir, target)
+        shutil.rmtree(d, ignore_errors=True)
+        os.makedirs(d)
+        n = 0
+        for name, data in files:
+            with open(os.path.join(d, name), "wb") as f:
+                f.write(data)
+            n += 1
+        for p in glob.glob(os.path.join(DATA, "fuzz-regress", target, "*")):
+            shutil.copy(p, os.path.join(d, "regress-" + os.path.basename(p)))
+            n += 1
+        print(f"seeds: {target}: {n} files")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        sys.exit("usage: fuzz/seeds.py OUTDIR")
+    main(sys.argv[1])
