@@ -8,7 +8,8 @@ tl_init "$1"
 "$TL_BIN/machine" > "$RAW/machine.txt" || tl_die "machine failed"
 
 if command -v strace > /dev/null 2>&1; then
-	TRACE="strace -T -e trace=%network,fcntl,poll,ppoll -o"
+	# LeakSanitizer cannot run under ptrace: off for a sanitizer build, no-op otherwise.
+	TRACE="env ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0 strace -T -e trace=%network,fcntl,poll,ppoll -o"
 	strace -V | head -n 1 > "$RAW/strace-version.txt"
 else
 	TRACE=""
