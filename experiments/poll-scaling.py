@@ -209,11 +209,11 @@ def plot(outdir, backends, refused_fd_setsize):
     script = ("set terminal svg size 1000,420 dynamic font 'sans,12'\n"
               f"set output '{tmp}'\n" + "".join(blocks) +
               "set multiplot layout 1,2 title 'echo server, 8 active connections, 512 B "
-              "request/response'\nset key top right\nset grid\n"
+              "request/response'\nset grid\n"
               "set xlabel 'idle connections (K)'\nset xrange [-100:*]\nset yrange [0:*]\n" +
-              fd_line + "set ylabel 'requests/s'\nset title 'throughput'\n"
+              fd_line + "set key right center\nset ylabel 'requests/s'\nset title 'throughput'\n"
               "plot " + ", ".join(plots_rate) + "\n"
-              "set ylabel 'p99 latency (us)'\nset title 'p99 latency'\n"
+              "set key left top\nset ylabel 'p99 latency (us)'\nset title 'p99 latency'\n"
               "plot " + ", ".join(plots_p99) + "\nunset multiplot\n")
     r = subprocess.run([gp], input=script, capture_output=True, text=True)
     if r.returncode != 0 or os.path.getsize(tmp) == 0:

@@ -143,7 +143,7 @@ def div(a, b):
     return round(a / b, 3) if a is not None and b else None
 
 
-def bench(bindir, rounds=3, window_ms=2000):
+def bench(bindir, rounds=5, window_ms=1000):
     """The three ratios, each side of a ratio measured in the same rounds, interleaved, the
     fastest round kept (interference from other work only ever slows a round down)."""
     runs = {"e0": [], "e5000": [], "s0": [], "s900": [], "self": []}
