@@ -63,11 +63,4 @@ def in_ns(ns, argv):
     return ["ip", "netns", "exec", ns] + list(argv)
 
 
-def kv(line):
-    """Parse one `key=value key=value` line into a dict of strings."""
-    out = {}
-    for tok in line.split():
-        if "=" in tok:
-            k, v = tok.split("=", 1)
-            out[k] = v
-    return out
+from tcplab import kv  # noqa: E402,F401  (tests import it from here)
