@@ -126,7 +126,7 @@ def diff_sysctls(sa, sb, s):
 # Counters of packets whose number depends on how the two ends' threads interleave on loopback:
 # whether an ACK rides on data or goes alone, delayed or not, and so every segment and octet
 # count.  Between two runs of one kernel on one machine they moved 3x (TcpExtDelayedACKs
-# 362..1148 for 2000 connects).  Only their presence is compared.
+# 362..1148 for 2000 connects).  In experiments of many connects their values are not compared.
 TIMING_COUNTERS = {
     "TcpExtDelayedACKs", "TcpExtDelayedACKLocked", "TcpExtDelayedACKLost", "TcpExtTCPPureAcks",
     "TcpExtTCPHPAcks", "TcpExtTCPHPHits", "TcpInSegs", "TcpOutSegs", "IpInReceives",
