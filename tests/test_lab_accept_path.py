@@ -149,5 +149,9 @@ def test_unit_and_report(netns, bindir, tmp_path):
     assert set(obj["phases"]) == {"fast", "burst", "steady"}
     burst = obj["phases"]["burst"]
     assert burst["counters"]["TcpExtListenOverflows"] > 0
-    assert burst["queue"]["max"] == burst["queue"]["backlog"] + 1   # sk_acceptq_is_full uses >
+    # sk_acceptq_is_full() uses '>': the queue holds backlog + 1.  The check in
+    # tcp_v4_syn_recv_sock() runs without the listener's lock, so final ACKs handled on other
+    # CPUs at the same moment can each pass it: one more per extra CPU at most.
+    backlog = burst["queue"]["backlog"]
+    assert backlog + 1 <= burst["queue"]["max"] <= backlog + os.cpu_count()
     assert obj["phases"]["fast"]["client"]["failed"] == 0
