@@ -94,8 +94,8 @@ alive() {
 # SIGKILL the processes of run $1, or of every run that is gone when $1 is "dead"; again while
 # a dying unit script still starts new ones.  Prints how many processes it killed.
 kill_run_procs() {
-	local want=$1 pass pid run killed=" " found list
-	for pass in 1 2 3 4 5; do
+	local want=$1 pid run killed=" " n=0 found list
+	for _ in 1 2 3 4 5; do
 		found=0
 		list=$(tagged_procs)	# whole, before killing: our own grep carries our tag too
 		while read -r pid run; do
@@ -107,12 +107,11 @@ kill_run_procs() {
 			fi
 			kill -KILL "$pid" 2> /dev/null || continue
 			found=1
-			case $killed in *" $pid "*) ;; *) killed="$killed$pid " ;; esac
+			case $killed in *" $pid "*) ;; *) killed="$killed$pid " n=$((n + 1)) ;; esac
 		done <<< "$list"
 		[ "$found" -eq 1 ] || break
 	done
-	set -- $killed
-	echo $#
+	echo "$n"
 }
 
 # Remove what runs killed without their traps left: their processes, namespaces whose run pid
