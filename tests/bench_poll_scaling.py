@@ -178,6 +178,6 @@ if __name__ == "__main__":
     import sys
     top = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     for name, value, target, ok in bench(sys.argv[1] if len(sys.argv) > 1 else
-                                         os.path.join(top, "build", "bin")):
+                                         os.path.join(top, os.environ.get("TCPLAB_BUILD", "build"), "bin")):
         print(f"{name:<72} {value!s:>7}  target {target or '-':<7} "
               f"{'-' if ok is None else 'ok' if ok else 'MISSED'}")
