@@ -28,8 +28,11 @@ int tl_diag_replay(const void *buf, size_t len, tl_sock_cb cb, void *data,
 	}
 	while (remaining > 0) {
 		/* mnl_nlmsg_ok() compares (int)nlmsg_len: a length of 2^31 or more passes it, and
-		 * 0xffffffff aligns to 0, so mnl_nlmsg_next() would never move (an endless loop) */
-		if (!mnl_nlmsg_ok(nlh, remaining) || nlh->nlmsg_len > (uint32_t)remaining) {
+		 * 0xffffffff aligns to 0, so mnl_nlmsg_next() would never move (an endless loop).
+		 * libmnl walks attributes up to the aligned end of a message, so the padding must be
+		 * in the buffer too (the kernel always sends it; a fuzzer found reads past it). */
+		if (!mnl_nlmsg_ok(nlh, remaining) || nlh->nlmsg_len > (uint32_t)remaining ||
+		    MNL_ALIGN(nlh->nlmsg_len) > (uint32_t)remaining) {
 			errno = EBADMSG;	/* truncated or garbled */
 			return -1;
 		}
