@@ -3,6 +3,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <getopt.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -173,6 +174,13 @@ void tl_warnx(const char *fmt, ...)
 	va_start(ap, fmt);
 	vreport(0, 0, fmt, ap);
 	va_end(ap);
+}
+
+void tl_opt_fail(int c)
+{
+	if (c == ':')
+		tl_errx(TL_EXIT_USAGE, "option -%c needs an argument", optopt);
+	tl_errx(TL_EXIT_USAGE, "unknown option -%c (-h for help)", optopt);
 }
 
 long long tl_opt_ll(const char *optname, const char *s, long long min, long long max)

@@ -41,6 +41,10 @@ _Noreturn void tl_errx(int status, const char *fmt, ...) __attribute__((format(p
 void tl_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void tl_warnx(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* After getopt() with a leading ':' in its option string returned ':' or '?': one line naming
+ * the option (missing argument, or unknown), then exit TL_EXIT_USAGE.  For main() only. */
+_Noreturn void tl_opt_fail(int c);
+
 /* A checked number from an option: parse or exit TL_EXIT_USAGE with one line naming the option. */
 long long tl_opt_ll(const char *optname, const char *s, long long min, long long max);
 uint16_t tl_opt_port(const char *optname, const char *s);

@@ -92,8 +92,7 @@ static void parse_args(int argc, char **argv)
 		case 'i': env.interval_ms = tl_opt_ll("-i", optarg, 1, 3600000); break;
 		case 'c': env.count = tl_opt_ll("-c", optarg, 1, 100000000); break;
 		case 'h': usage(); exit(0);
-		case ':': tl_errx(TL_EXIT_USAGE, "option -%c needs an argument", optopt);
-		default: tl_errx(TL_EXIT_USAGE, "unknown option -%c (-h for help)", optopt);
+		default: tl_opt_fail(opt);
 		}
 	}
 	if (optind < argc)

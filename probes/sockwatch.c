@@ -204,8 +204,7 @@ static void parse_args(int argc, char **argv)
 		case 'r': env.record = optarg; break;
 		case 'R': env.replay = optarg; break;
 		case 'h': usage(stdout, 0);
-		case ':': tl_errx(TL_EXIT_USAGE, "option -%c needs an argument", optopt);
-		default: tl_errx(TL_EXIT_USAGE, "unknown option -%c (-h for help)", optopt);
+		default: tl_opt_fail(opt);
 		}
 	}
 	if (optind != argc)
