@@ -252,7 +252,10 @@ run_reports() {
 		[ -n "$r" ] || continue
 		case $seen in *" $r "*) continue ;; esac
 		seen="$seen$r "
-		if "$PY" "$TOP/experiments/$r.py" "$OUT/raw" "$OUT"; then
+		# SIGINT ignored from the start: a Ctrl-C to the process group must not become a
+		# KeyboardInterrupt traceback while Python is still importing; this script's own
+		# trap stops the report (it writes through a temporary file and a rename).
+		if (trap '' INT && exec "$PY" "$TOP/experiments/$r.py" "$OUT/raw" "$OUT"); then
 			log "wrote ${OUT#"$TOP"/}/$r.txt and .json"
 		else
 			log "report $r FAILED"
