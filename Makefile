@@ -81,14 +81,19 @@ bench: all
 	$(PYTHON) tests/bench.py $(BENCH_ARGS)
 
 DEB_PACKAGES := gcc make libmnl-dev pkg-config python3 python3-pytest strace iproute2 gnuplot-nox
-deps:
-	@missing=""; for p in $(DEB_PACKAGES); do \
+# $(call apt_install,TARGET,PACKAGES,APT_OPTIONS): install the Debian packages that are missing.
+define apt_install
+	@missing=""; for p in $(2); do \
 		dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'ok installed' || missing="$$missing $$p"; \
 	done; \
 	if [ -n "$$missing" ]; then \
-		echo "make deps: installing$$missing"; \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
-	else echo "make deps: all present"; fi
+		echo "make $(1): installing$$missing"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(3) $$missing; \
+	else echo "make $(1): all present"; fi
+endef
+
+deps:
+	$(call apt_install,deps,$(DEB_PACKAGES),)
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/libexec/tcplab
@@ -103,13 +108,7 @@ clean:
 .PHONY: deps-kernel
 KERNEL_DEB_PACKAGES := qemu-system-x86 busybox-static cpio xz-utils
 deps-kernel:
-	@missing=""; for p in $(KERNEL_DEB_PACKAGES); do \
-		dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'ok installed' || missing="$$missing $$p"; \
-	done; \
-	if [ -n "$$missing" ]; then \
-		echo "make deps-kernel: installing$$missing"; \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
-	else echo "make deps-kernel: all present"; fi
+	$(call apt_install,deps-kernel,$(KERNEL_DEB_PACKAGES),--no-install-recommends)
 
 # Fuzzing (fuzz/, docs/reliability.md): libFuzzer targets built with Debian's clang under
 # ASan+UBSan; `make fuzz FUZZ_SECONDS=N` runs each for N s.  Needs `make deps-fuzz` (which
@@ -152,10 +151,4 @@ valgrind: all
 
 FUZZ_DEB_PACKAGES := clang libclang-rt-14-dev valgrind
 deps-fuzz:
-	@missing=""; for p in $(FUZZ_DEB_PACKAGES); do \
-		dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'ok installed' || missing="$$missing $$p"; \
-	done; \
-	if [ -n "$$missing" ]; then \
-		echo "make deps-fuzz: installing$$missing"; \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
-	else echo "make deps-fuzz: all present"; fi
+	$(call apt_install,deps-fuzz,$(FUZZ_DEB_PACKAGES),--no-install-recommends)

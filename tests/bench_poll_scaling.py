@@ -4,37 +4,26 @@ bench(bindir) -> [(name, value, target, ok)]: value is a float (None when it cou
 measured), target a string such as ">= 0.85" or None, ok True/False, or None when there is no
 target.  The helpers (namespace, server start with readiness polling, load runs) are shared with
 tests/test_lab_poll_scaling.py.  See docs/poll-scaling.md."""
-import contextlib
 import os
-import secrets
 import select
 import subprocess
+import sys
 import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lib"))
+import tcplab  # noqa: E402
 
 PORT = 21400
 READY_TIMEOUT_S = 5.0
 STOP_TIMEOUT_S = 10.0
 
 
-def kv(line):
-    return dict(tok.split("=", 1) for tok in line.split() if "=" in tok)
+kv = tcplab.kv
 
 
-@contextlib.contextmanager
 def netns():
-    """A fresh namespace with lo up; on exit its processes are killed and it is deleted."""
-    name = "tcplab-bench-" + secrets.token_hex(4)
-    subprocess.run(["ip", "netns", "add", name], check=True)
-    try:
-        subprocess.run(["ip", "-n", name, "link", "set", "lo", "up"], check=True)
-        yield name
-    finally:
-        pids = subprocess.run(["ip", "netns", "pids", name], capture_output=True,
-                              text=True).stdout.split()
-        for pid in pids:
-            with contextlib.suppress(ProcessLookupError, ValueError):
-                os.kill(int(pid), 9)
-        subprocess.run(["ip", "netns", "del", name], capture_output=True)
+    """A fresh namespace made as run.sh makes them (lib/netns.sh), deleted afterwards."""
+    return tcplab.netns("tcplab-bench")
 
 
 def pinning():
