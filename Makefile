@@ -10,7 +10,8 @@ FUZZ_SECONDS ?= 60
 CFLAGS  ?= -O2 -g
 # Flags every build needs, kept apart from CFLAGS so `make CFLAGS=…` cannot drop them.
 TL_CFLAGS := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wshadow -Wformat=2 -Wstrict-prototypes \
-	   -Wmissing-prototypes -Werror=implicit-function-declaration -Icommon -Inetlink
+	   -Wmissing-prototypes -Werror=implicit-function-declaration -Icommon -Inetlink \
+	   -Ifixtures/lib -Iprobes/lib
 MNL_CFLAGS := $(shell pkg-config --cflags libmnl 2>/dev/null)
 MNL_LIBS   := $(shell pkg-config --libs libmnl 2>/dev/null || echo -lmnl)
 LDLIBS  += -lm -lpthread
@@ -21,13 +22,18 @@ else
 Q := @
 endif
 
-# Every .c directly in fixtures/ or probes/ is one program; common/ and netlink/ are libraries.
+# Every .c directly in fixtures/ or probes/ is one program.  Libraries: common/ (what both
+# link), fixtures/lib/ (the fixture library), probes/lib/ (the probes' parsers), netlink/.
 COMMON_SRC  := $(wildcard common/*.c)
+FXLIB_SRC   := $(wildcard fixtures/lib/*.c)
+PRLIB_SRC   := $(wildcard probes/lib/*.c)
 NETLINK_SRC := $(wildcard netlink/*.c)
 FIXTURE_SRC := $(wildcard fixtures/*.c)
 PROBE_SRC   := $(wildcard probes/*.c)
 
 COMMON_OBJ  := $(COMMON_SRC:%.c=$(BUILD)/%.o)
+FXLIB_OBJ   := $(FXLIB_SRC:%.c=$(BUILD)/%.o)
+PRLIB_OBJ   := $(PRLIB_SRC:%.c=$(BUILD)/%.o)
 NETLINK_OBJ := $(NETLINK_SRC:%.c=$(BUILD)/%.o)
 FIXTURES    := $(FIXTURE_SRC:fixtures/%.c=$(BUILD)/bin/%)
 PROBES      := $(PROBE_SRC:probes/%.c=$(BUILD)/bin/%)
@@ -54,12 +60,19 @@ $(BUILD)/libcommon.a: $(COMMON_OBJ)
 $(BUILD)/libtcplabnl.a: $(NETLINK_OBJ)
 	$(Q)$(AR) rcs $@ $^
 
-$(FIXTURES): $(BUILD)/bin/%: $(BUILD)/fixtures/%.o $(BUILD)/libcommon.a
+$(BUILD)/libfixture.a: $(FXLIB_OBJ)
+	$(Q)$(AR) rcs $@ $^
+
+$(BUILD)/libprobe.a: $(PRLIB_OBJ)
+	$(Q)$(AR) rcs $@ $^
+
+$(FIXTURES): $(BUILD)/bin/%: $(BUILD)/fixtures/%.o $(BUILD)/libfixture.a $(BUILD)/libcommon.a
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(TL_CFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-$(PROBES): $(BUILD)/bin/%: $(BUILD)/probes/%.o $(BUILD)/libtcplabnl.a $(BUILD)/libcommon.a
+$(PROBES): $(BUILD)/bin/%: $(BUILD)/probes/%.o $(BUILD)/libprobe.a $(BUILD)/libtcplabnl.a \
+		$(BUILD)/libcommon.a
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(TL_CFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(MNL_LIBS) $(LDLIBS)
@@ -102,15 +115,15 @@ install: all
 clean:
 	rm -rf build build-san build-fuzz build-static
 
--include $(COMMON_OBJ:.o=.d) $(NETLINK_OBJ:.o=.d) $(FIXTURE_SRC:%.c=$(BUILD)/%.d) $(PROBE_SRC:%.c=$(BUILD)/%.d)
+-include $(COMMON_OBJ:.o=.d) $(FXLIB_OBJ:.o=.d) $(PRLIB_OBJ:.o=.d) $(NETLINK_OBJ:.o=.d) $(FIXTURE_SRC:%.c=$(BUILD)/%.d) $(PROBE_SRC:%.c=$(BUILD)/%.d)
 
-# Kernel matrix (lib/vm.sh, docs/kernel-matrix.md): QEMU and what goes into the guest's initramfs.
+# Kernel matrix (experiments/lib/vm.sh, docs/kernel-matrix.md): QEMU and what goes into the guest's initramfs.
 .PHONY: deps-kernel
 KERNEL_DEB_PACKAGES := qemu-system-x86 busybox-static cpio xz-utils
 deps-kernel:
 	$(call apt_install,deps-kernel,$(KERNEL_DEB_PACKAGES),--no-install-recommends)
 
-# Fuzzing (fuzz/, docs/reliability.md): libFuzzer targets built with Debian's clang under
+# Fuzzing (tests/fuzz/, docs/reliability.md): libFuzzer targets built with Debian's clang under
 # ASan+UBSan; `make fuzz FUZZ_SECONDS=N` runs each for N s.  Needs `make deps-fuzz` (which
 # also installs valgrind, for `make valgrind`).
 .PHONY: deps-fuzz fuzz-build
@@ -122,12 +135,12 @@ FUZZ_TARGETS := fuzz_diag fuzz_snmp fuzz_gunzip fuzz_machine fuzz_args
 FUZZ_BINS    := $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/%)
 # What each target links besides its own file (fuzz_machine includes probes/machine.c).
 $(FUZZ_BUILD)/fuzz_diag:    $(NETLINK_SRC) common/tl_util.c
-$(FUZZ_BUILD)/fuzz_snmp:    common/tl_snmp.c
+$(FUZZ_BUILD)/fuzz_snmp:    probes/lib/tl_snmp.c
 $(FUZZ_BUILD)/fuzz_gunzip:  common/tl_gunzip.c
 $(FUZZ_BUILD)/fuzz_machine: common/tl_gunzip.c common/tl_util.c probes/machine.c
 $(FUZZ_BUILD)/fuzz_args:    common/tl_util.c netlink/tl_names.c
 
-$(FUZZ_BINS): $(FUZZ_BUILD)/%: fuzz/%.c $(wildcard common/*.h netlink/*.h)
+$(FUZZ_BINS): $(FUZZ_BUILD)/%: tests/fuzz/%.c $(wildcard common/*.h probes/lib/*.h netlink/*.h)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  FUZZ-LD $@")
 	$(Q)$(FUZZ_CC) $(TL_CFLAGS) $(FUZZ_FLAGS) $(MNL_CFLAGS) -o $@ \
@@ -141,8 +154,8 @@ fuzz-build:
 	$(Q)$(MAKE) -s --no-print-directory $(FUZZ_BINS)
 
 fuzz: fuzz-build
-	$(Q)$(PYTHON) fuzz/seeds.py $(FUZZ_BUILD)/seeds
-	$(Q)fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+	$(Q)$(PYTHON) tests/fuzz/seeds.py $(FUZZ_BUILD)/seeds
+	$(Q)tests/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS) $(FUZZ_TARGETS)
 
 # valgrind (tests/test_reliability_valgrind.py): each probe on saved inputs, no error, no leak.
 .PHONY: valgrind

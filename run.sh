@@ -9,8 +9,8 @@ PROG=run.sh
 NS_PREFIX=tcplab
 # The programs: $TCPLAB_BUILD/bin (relative to the tree, or absolute), default build/bin.
 case ${TCPLAB_BUILD:-build} in /*) TL_BIN=$TCPLAB_BUILD/bin ;; *) TL_BIN=$TOP/${TCPLAB_BUILD:-build}/bin ;; esac
-# shellcheck source=lib/netns.sh
-. "$TOP/lib/netns.sh"
+# shellcheck source=experiments/lib/netns.sh
+. "$TOP/experiments/lib/netns.sh"
 EXIT_FAIL=1 EXIT_USAGE=2 EXIT_SKIP=4
 
 usage() {
@@ -264,12 +264,12 @@ run_reports() {
 	done
 }
 
-# Run units inside a Debian kernel under QEMU (lib/vm.sh); raw files come back to the host and
+# Run units inside a Debian kernel under QEMU (experiments/lib/vm.sh); raw files come back to the host and
 # are reported here, into outputs/<the guest's release>/.
 run_vm() {
 	local raw="$TMPDIR_RUN/raw" status=0 release u
 	mkdir -p "$raw"
-	"$TOP/lib/vm.sh" --accel "$ACCEL" "$KERNEL" "$raw" "$@" || status=$?
+	"$TOP/experiments/lib/vm.sh" --accel "$ACCEL" "$KERNEL" "$raw" "$@" || status=$?
 	[ "$status" -ne "$EXIT_SKIP" ] || exit "$EXIT_SKIP"
 	release=$(sed -n 's/^kernel=//p' "$raw/vm.txt" 2> /dev/null | head -n 1)
 	[ -n "$release" ] || die $EXIT_FAIL "the guest reported no kernel release (see above)"
@@ -294,7 +294,7 @@ main() {
 	if [ "${1:-}" = diff ]; then
 		shift
 		[ $# -eq 2 ] || die $EXIT_USAGE "usage: ./run.sh diff DIR_A DIR_B"
-		exec "$PY" "$TOP/lib/tcplab_diff.py" "$1" "$2"
+		exec "$PY" "$TOP/experiments/tcplab_diff.py" "$1" "$2"
 	fi
 	while [ $# -gt 0 ]; do
 		case $1 in

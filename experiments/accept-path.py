@@ -4,7 +4,6 @@ load, and a slow-accept server whose accept queue overflows into 1 s SYN retrans
 import os
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 import tcplab as t  # noqa: E402
 
 NAME = "accept-path"

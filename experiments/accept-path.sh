@@ -7,7 +7,7 @@
 # reconnect at once.  The LISTEN socket's accept queue (sockwatch rq=) is sampled during the
 # load phases, SYN-SENT sockets are watched in the slow ones, counters are taken around each.
 # After a .NET write-up about accepts that complete "asynchronously but immediately".
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/lib/collect.sh"
 tl_init "$1"
 KEEP="TcpActiveOpens,TcpPassiveOpens,TcpAttemptFails,TcpRetransSegs"
 KEEP="$KEEP,TcpExtListenOverflows,TcpExtListenDrops,TcpExtTCPSynRetrans,TcpExtTCPTimeouts"

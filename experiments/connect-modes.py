@@ -4,7 +4,6 @@ by step, with a plain answer to whether Linux shows the Windows getsockopt(SO_ER
 import os
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 import tcplab as t  # noqa: E402
 
 NAME = "connect-modes"

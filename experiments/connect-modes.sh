@@ -4,7 +4,7 @@
 # completed in five ways (connect_modes -h lists them), 300 timed sequences of each after 10
 # warm-ups; then one sequence of each mode under strace -T, when strace is installed.
 # After a Windows write-up in which getsockopt(SO_ERROR) right after the connect stalled.
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/lib/collect.sh"
 tl_init "$1"
 PORT=21041
 MODES="so-error poll-only wait-so-error so-type blocking"

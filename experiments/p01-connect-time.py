@@ -4,7 +4,6 @@ when nothing listens, with the counters that say what the kernel did for each ba
 import os
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 import tcplab as t  # noqa: E402
 
 NAME = "p01-connect-time"

@@ -2,7 +2,7 @@
 # tcplab: duration-s 60
 # p01-connect-time: 2000 back-to-back connects to a listener that accepts and closes, and 2000
 # to a port where nothing listens; connect() alone is timed; the counters say what the kernel did.
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/lib/collect.sh"
 tl_init "$1"
 "$TL_BIN/machine" > "$RAW/machine.txt" || tl_die "machine failed"
 N=${TL_CONNECTS:-2000}

@@ -3,7 +3,6 @@
 import os
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 import tcplab as t  # noqa: E402
 
 NAME = "p01-machine"

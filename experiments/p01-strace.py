@@ -4,7 +4,6 @@ connect() to a never-accepting listener leaves: LISTEN with Recv-Q 1, and both E
 import os
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 import tcplab as t  # noqa: E402
 
 NAME = "p01-strace"

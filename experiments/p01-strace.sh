@@ -3,7 +3,7 @@
 # p01-strace: the system calls of three connects, with the time spent in each (strace -T):
 # a blocking connect to a listener that never accepts (and the sockets it leaves), a connect to a
 # port where nothing listens, and a create_connection-style connect with a 2 s poll().
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/lib/collect.sh"
 tl_init "$1"
 "$TL_BIN/machine" > "$RAW/machine.txt" || tl_die "machine failed"
 

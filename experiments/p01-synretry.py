@@ -4,7 +4,6 @@ sockwatch saw them, next to the schedule the kernel documents for the sysctls th
 import os
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 import tcplab as t  # noqa: E402
 
 NAME = "p01-synretry"

@@ -3,7 +3,7 @@
 # p01-synretry: a blocking connect() to a listener whose accept queue is full, so every SYN is
 # dropped (ListenOverflows) and the client retransmits until the kernel gives up (ETIMEDOUT).
 # TL_SYNCNT sets TCP_SYNCNT (default 2); empty means the system default (tcp_syn_retries).
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/lib/collect.sh"
 tl_init "$1"
 PORT=21013
 SYNCNT=${TL_SYNCNT-2}

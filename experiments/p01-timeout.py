@@ -5,7 +5,6 @@ settimeout-style client does not close, and its socket goes on retransmitting un
 import os
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 import tcplab as t  # noqa: E402
 
 NAME = "p01-timeout"

@@ -4,7 +4,7 @@
 #  cc:   the socket.create_connection() way — poll() times out, the socket is closed at once.
 #  keep: the settimeout()+connect() way — the timeout fires but the socket stays open, and the
 #        kernel goes on retransmitting SYNs until close().
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/lib/collect.sh"
 tl_init "$1"
 "$TL_BIN/machine" > "$RAW/machine.txt" || tl_die "machine failed"
 PORT=21013

@@ -11,7 +11,7 @@
 # step: on a shared machine, five short chances beat two long ones);
 # TL_POLL_PIN=0 to let the scheduler place server and client (default: server on CPU 1,
 # client on CPU 0, when the unit may use CPUs 0 and 1).
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/lib/collect.sh"
 tl_init "$1"
 PORT=21400
 BACKENDS="select poll epoll"

@@ -17,7 +17,7 @@ import sys
 import time
 
 TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(TOP, "lib"))
+sys.path.insert(0, os.path.join(TOP, "experiments"))
 sys.path.insert(0, os.path.join(TOP, "tests"))
 import tcplab  # noqa: E402
 

@@ -10,7 +10,7 @@ import subprocess
 import sys
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lib"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "experiments"))
 import tcplab  # noqa: E402
 
 PORT = 21400
@@ -22,7 +22,7 @@ kv = tcplab.kv
 
 
 def netns():
-    """A fresh namespace made as run.sh makes them (lib/netns.sh), deleted afterwards."""
+    """A fresh namespace made as run.sh makes them (experiments/lib/netns.sh), deleted afterwards."""
     return tcplab.netns("tcplab-bench")
 
 

@@ -8,7 +8,7 @@ import sys
 import pytest
 
 TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(TOP, "lib"))
+sys.path.insert(0, os.path.join(TOP, "experiments"))
 DATA = os.path.join(TOP, "tests", "data")
 
 
@@ -52,7 +52,7 @@ def bindir():
 
 @pytest.fixture
 def netns():
-    """A fresh network namespace as run.sh makes them (lib/netns.sh), deleted afterwards."""
+    """A fresh network namespace as run.sh makes them (experiments/lib/netns.sh), deleted afterwards."""
     import tcplab
     with tcplab.netns() as name:
         yield name

@@ -10,7 +10,7 @@ import pytest
 import tcplab_diff
 
 TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DIFF = os.path.join(TOP, "lib", "tcplab_diff.py")
+DIFF = os.path.join(TOP, "experiments", "tcplab_diff.py")
 
 
 def synretry(retrans_at=(1.01, 3.02), linear=None):

@@ -5,7 +5,7 @@ import os
 import subprocess
 
 TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DIFF = os.path.join(TOP, "lib", "tcplab_diff.py")
+DIFF = os.path.join(TOP, "experiments", "tcplab_diff.py")
 
 
 def run(*args):

@@ -1,4 +1,4 @@
-"""The kernel matrix end to end: lib/vm.sh boots Debian's 6.1 cloud kernel under QEMU, runs
+"""The kernel matrix end to end: experiments/lib/vm.sh boots Debian's 6.1 cloud kernel under QEMU, runs
 p01-synretry (and vm-selftest) inside it, and the report shows 6.1's exponential SYN schedule:
 TCP_SYNCNT=2 gives three SYNs, retransmits at about 1 s and 3 s, ETIMEDOUT at about 7 s
 (no tcp_syn_linear_timeouts before 6.5).  One boot per session; skips with vm.sh's own reason
@@ -11,7 +11,7 @@ import subprocess
 import pytest
 
 TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-VM = os.path.join(TOP, "lib", "vm.sh")
+VM = os.path.join(TOP, "experiments", "lib", "vm.sh")
 UNITS = ("p01-synretry", "vm-selftest")
 EXIT_SKIP = 4
 

@@ -1,7 +1,7 @@
 """Every input a fuzz target ever crashed or hung on (tests/data/fuzz-regress/<target>/) goes
 through the programs of the normal build — or, under `make sanitize`, of the ASan/UBSan one:
 no signal, no sanitizer report, at most one line on stderr, done within 5 s.  The fuzz
-targets are in fuzz/; `make fuzz` also starts from these inputs."""
+targets are in tests/fuzz/; `make fuzz` also starts from these inputs."""
 import glob
 import os
 import subprocess

@@ -114,7 +114,7 @@ def check_reports_clean(rawroot, outdir):
             assert f.read() == "", err
 
 
-# Reference outputs of kernels booted by lib/vm.sh (6.1, 6.12): their units carry a vm.txt.
+# Reference outputs of kernels booted by experiments/lib/vm.sh (6.1, 6.12): their units carry a vm.txt.
 GUEST_OUTPUTS = sorted({p.split(os.sep + "raw" + os.sep)[0] for p in
                         glob.glob(os.path.join(TOP, "outputs", "*", "raw", "*", "vm.txt"))})
 

@@ -10,7 +10,7 @@ import struct
 import sys
 import zlib
 
-TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DATA = os.path.join(TOP, "tests", "data")
 PROC = os.path.join(DATA, "proc")
 
@@ -97,5 +97,5 @@ def main(outdir):
 
 if __name__ == "__main__":
     if len(sys.argv) != 2:
-        sys.exit("usage: fuzz/seeds.py OUTDIR")
+        sys.exit("usage: tests/fuzz/seeds.py OUTDIR")
     main(sys.argv[1])

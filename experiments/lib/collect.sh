@@ -1,4 +1,4 @@
-# lib.sh — helpers for experiment collect scripts.  POSIX sh: busybox ash runs these in the
+# collect.sh — helpers for experiment collect scripts.  POSIX sh: busybox ash runs these in the
 # QEMU guest, dash or bash on the host.  Source it, then call tl_init "$1".
 #
 # Every background process goes through tl_bg, so the EXIT/INT/TERM trap can stop all of them;

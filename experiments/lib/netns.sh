@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # netns.sh — create and delete tcplab's network namespaces; one implementation for run.sh
 # (which sources it) and for the tests and benchmarks (which run it):
-#   lib/netns.sh create NAME    a fresh namespace with lo up
-#   lib/netns.sh delete NAME    kill its processes, delete it (and a leftover creation parent)
+#   experiments/lib/netns.sh create NAME    a fresh namespace with lo up
+#   experiments/lib/netns.sh delete NAME    kill its processes, delete it (and a leftover creation parent)
 
 # A fresh namespace with lo up.  Where the kernel allows (tcp_child_ehash_entries, 6.1+), it
 # gets a private TCP established-hash table of 1024 buckets instead of sharing the host's: a

@@ -1,12 +1,12 @@
 #!/bin/sh
-# fuzz/run.sh BUILD SECONDS TARGET... — run each libFuzzer target BUILD/TARGET for SECONDS,
+# tests/fuzz/run.sh BUILD SECONDS TARGET... — run each libFuzzer target BUILD/TARGET for SECONDS,
 # from its corpus (BUILD/corpus/TARGET, grown across runs) and its seeds (BUILD/seeds/TARGET).
 # One line per target on stdout, also appended to BUILD/fuzz-stats.txt; a crash leaves its input
 # in BUILD/crashes/TARGET/ and makes the exit status 1.  `make fuzz` runs this.
 # FUZZ_SEED (default 1) fixes libFuzzer's random seed, so a run from a fresh clone (as in CI)
 # explores the same inputs in the same order; FUZZ_SEED=0 lets libFuzzer pick one.
 set -u
-[ $# -ge 3 ] || { echo "usage: fuzz/run.sh BUILD SECONDS TARGET..." >&2; exit 2; }
+[ $# -ge 3 ] || { echo "usage: tests/fuzz/run.sh BUILD SECONDS TARGET..." >&2; exit 2; }
 build=$1 secs=$2
 shift 2
 status=0

@@ -1,13 +1,13 @@
 #!/bin/bash
-# lib/vm.sh — run tcplab experiment units inside a Debian cloud kernel booted under QEMU.
+# experiments/lib/vm.sh — run tcplab experiment units inside a Debian cloud kernel booted under QEMU.
 #
-# usage: lib/vm.sh [-v] [--accel tcg|kvm] [--timeout S] VERSION RAWROOT UNIT...
+# usage: experiments/lib/vm.sh [-v] [--accel tcg|kvm] [--timeout S] VERSION RAWROOT UNIT...
 #
 # Fetches the newest linux-image-VERSION.*-cloud-amd64-unsigned .deb with apt-get download into a
 # cache outside the clone (TCPLAB_CACHE, default /var/cache/tcplab), unpacks it with dpkg-deb -x
 # (never installs it), builds an initramfs (busybox-static, build/bin with the shared libraries
 # ldd names, experiments/*.sh, inet_diag + tcp_diag and boot/config-* from the same package,
-# lib/initramfs/init), boots it under QEMU, and unpacks what each unit wrote into RAWROOT/UNIT/
+# experiments/lib/initramfs/init), boots it under QEMU, and unpacks what each unit wrote into RAWROOT/UNIT/
 # as a host run would.  Writes RAWROOT/vm.txt (key=value: accel, kernel release, boot time,
 # status) and RAWROOT/vm-console.log.
 #
@@ -18,7 +18,7 @@
 set -euo pipefail
 export LC_ALL=C
 
-TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 CACHE=${TCPLAB_CACHE:-/var/cache/tcplab}
 BUILD=${TCPLAB_BUILD:-build}
 case $BUILD in /*) BINDIR=$BUILD/bin ;; *) BINDIR=$TOP/$BUILD/bin ;; esac
@@ -36,7 +36,7 @@ TIMEOUT_PID=""
 START_NS=0
 
 usage() {
-	echo "usage: lib/vm.sh [-v] [--accel tcg|kvm] [--timeout S] VERSION RAWROOT UNIT..."
+	echo "usage: experiments/lib/vm.sh [-v] [--accel tcg|kvm] [--timeout S] VERSION RAWROOT UNIT..."
 }
 
 # One line on stderr, then exit: $1 is the status, the rest the message.
@@ -280,7 +280,7 @@ forward_env() {
 
 build_initramfs() {
 	DEST=$WORK/root
-	mkdir -p "$DEST"/{bin,dev,proc,sys,tmp,raw,usr,tcplab/bin,tcplab/experiments,tcplab/modules}
+	mkdir -p "$DEST"/{bin,dev,proc,sys,tmp,raw,usr,tcplab/bin,tcplab/experiments/lib,tcplab/modules}
 	ln -s ../bin "$DEST/usr/bin"
 	ln -s bin "$DEST/sbin"
 	ln -s ../bin "$DEST/usr/sbin"
@@ -294,6 +294,7 @@ build_initramfs() {
 		[ -f "$f" ] && [ -x "$f" ] && copy_with_libs "$f" "$DEST/tcplab/bin"
 	done
 	cp "$EXPDIR"/*.sh "$DEST/tcplab/experiments/"
+	cp "$EXPDIR"/lib/collect.sh "$DEST/tcplab/experiments/lib/"
 	# The package's own config, where the machine probe looks for CONFIG_HZ on any system.
 	if [ -f "$KDIR/boot/config-$RELEASE" ]; then
 		mkdir -p "$DEST/boot"
@@ -303,7 +304,7 @@ build_initramfs() {
 	for a in "${MODULES[@]}"; do
 		module_add "$a"
 	done
-	install -m 0755 "$TOP/lib/initramfs/init" "$DEST/init"
+	install -m 0755 "$TOP/experiments/lib/initramfs/init" "$DEST/init"
 	{
 		echo "TL_UNITS='${UNITS[*]}'"
 		echo "TL_DEADLINE_S=$GUEST_DEADLINE"

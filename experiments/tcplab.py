@@ -226,12 +226,12 @@ def report_main(argv, build):
     return 0
 
 
-NETNS_SH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "netns.sh")
+NETNS_SH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib", "netns.sh")
 
 
 @contextlib.contextmanager
 def netns(prefix="tcplab-test"):
-    """A fresh network namespace made the way run.sh makes them (lib/netns.sh: lo up, private
+    """A fresh network namespace made the way run.sh makes them (experiments/lib/netns.sh: lo up,
     TCP hash table); on exit its processes are killed and it is deleted."""
     name = f"{prefix}-{secrets.token_hex(4)}"
     subprocess.run([NETNS_SH, "create", name], check=True, capture_output=True)

@@ -344,7 +344,7 @@ def experiments(path):
 
 
 def vm_accel(path):
-    """The accelerator a kernel-matrix run used (raw/<unit>/vm.txt, written by lib/vm.sh and
+    """The accelerator a kernel-matrix run used (raw/<unit>/vm.txt, written by experiments/lib/vm.sh and
     copied into each unit by run.sh), else None."""
     raw = os.path.join(path, "raw")
     try:

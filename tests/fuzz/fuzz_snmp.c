@@ -1,4 +1,4 @@
-/* fuzz_snmp — the /proc/net/{snmp,netstat} parser and the snapshot parser (common/tl_snmp.h)
+/* fuzz_snmp — the /proc/net/{snmp,netstat} parser and the snapshot parser (probes/lib/tl_snmp.h)
  * on the same bytes, then lookups, deltas and formatting across the two sets, as `counters -d`
  * does.  Seeds: tests/data/proc/{snmp,netstat}-*, and snapshots made from them. */
 #include "tl_snmp.h"

@@ -9,7 +9,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int machine_main(int argc, char **argv);
 
 #define main machine_main
-#include "../probes/machine.c"
+#include "../../probes/machine.c"
 #undef main
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
