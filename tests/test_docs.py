@@ -1,0 +1,98 @@
+"""Quoted output in docs/ never drifts from the committed outputs.
+
+Convention: a fenced block in docs/*.md that quotes a committed output file is preceded by the
+line
+
+    <!-- quote: outputs/RELEASE/FILE -->
+
+(a blank line may sit between them). Every line of the block must then be a whole line of that
+file, and the lines must appear there in the same order: an excerpt may skip lines, but it may
+not change, reorder or invent one. No root, no run: the files are read as committed.
+"""
+import pathlib
+import re
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs"
+MARK = re.compile(r"^<!-- quote: (\S+) -->\s*$")
+
+
+def quoted_blocks(text):
+    """(source path, block lines, line number of the marker) for each marked fenced block.
+    Raises ValueError for a marker that no fenced block follows."""
+    lines = text.split("\n")
+    out = []
+    i = 0
+    while i < len(lines):
+        m = MARK.match(lines[i])
+        if not m:
+            i += 1
+            continue
+        j = i + 1
+        while j < len(lines) and not lines[j].strip():
+            j += 1
+        if j >= len(lines) or not lines[j].startswith("```"):
+            raise ValueError(f"line {i + 1}: quote marker without a fenced block after it")
+        k = j + 1
+        while k < len(lines) and not lines[k].startswith("```"):
+            k += 1
+        if k >= len(lines):
+            raise ValueError(f"line {j + 1}: fenced block never closed")
+        out.append((m.group(1), lines[j + 1:k], i + 1))
+        i = k + 1
+    return out
+
+
+def missing_line(block, source_lines):
+    """The first block line that is not found, in order, among source_lines; None when all are."""
+    pos = 0
+    for line in block:
+        try:
+            pos = source_lines.index(line, pos) + 1
+        except ValueError:
+            return line
+    return None
+
+
+def all_quotes():
+    cases = []
+    for md in sorted(DOCS.glob("*.md")):
+        for src, block, lineno in quoted_blocks(md.read_text()):
+            cases.append(pytest.param(md, src, block, id=f"{md.name}:{lineno}"))
+    return cases
+
+
+QUOTES = all_quotes()
+
+
+def test_the_experiment_pages_mark_their_quotes():
+    pages = {p.name for p, _src, _b in (c.values for c in QUOTES)}
+    for name in ("accept-path.md", "connect-modes.md", "poll-scaling.md", "p01-connect-time.md",
+                 "p01-machine.md", "p01-strace.md", "p01-synretry.md", "p01-timeout.md"):
+        assert name in pages, f"docs/{name} marks no quoted output block"
+
+
+@pytest.mark.parametrize("md,src,block", QUOTES)
+def test_quote_is_verbatim(md, src, block):
+    path = ROOT / src
+    assert path.is_file(), f"{md.name} quotes {src}, which is not a committed file"
+    assert block, f"{md.name}: empty quote of {src}"
+    bad = missing_line(block, path.read_text().split("\n"))
+    assert bad is None, f"{md.name}: not in {src} (or out of order): {bad!r}"
+
+
+def test_checker_catches_a_changed_line():
+    src = ["a", "b 1.00 s", "c"]
+    assert missing_line(["a", "c"], src) is None
+    assert missing_line(["b 1.01 s"], src) == "b 1.01 s"
+    assert missing_line(["c", "a"], src) == "a"
+    assert missing_line(["b 1.00"], src) == "b 1.00"
+
+
+def test_marker_parsing():
+    text = "x\n<!-- quote: outputs/r/f.txt -->\n\n```\nl1\nl2\n```\n```\nnot marked\n```\n"
+    assert quoted_blocks(text) == [("outputs/r/f.txt", ["l1", "l2"], 2)]
+    with pytest.raises(ValueError):
+        quoted_blocks("<!-- quote: outputs/r/f.txt -->\ntext\n")
