@@ -73,6 +73,22 @@ REQUIRED = {
 BINDERS = {"listener": [], "accept_server": [], "echo_server": [], "accept_latency": ["-n", "1",
                                                                                       "-w", "0"]}
 
+# Options that are good alone but not together (checked after parsing, in each fixture's own
+# code), and the word the one line must hold.
+CONFLICTS = [
+    ("listener", ["-p", PORT, "-b", "1", "-m", "full"], "backlog 0"),
+    ("connect_timeout", ["-p", PORT, "-t", "100", "-m", "close", "-k", "5"], "-k needs -m keep"),
+    ("accept_client", ["-p", PORT, "-c", "4"], "missing -d DURATION_MS or -n REQUESTS"),
+    ("connect_modes", ["-p", PORT, "-1"], "exactly one mode"),
+    ("connect_modes", ["-p", PORT, "-1", "-m", "blocking", "-n", "5"], "conflicts"),
+    ("connect_modes", ["-p", PORT, "-1", "-m", "blocking", "-w", "0"], "conflicts"),
+    ("connect_modes", ["-p", PORT, "-1", "-m", "blocking,so-error"], "exactly one mode"),
+    ("echo_load", [], "missing -p PORT (or -s)"),
+    ("echo_load", ["-s", "-p", PORT], "-s runs its own echo"),
+    ("echo_load", ["-s", "-k", "5"], "-s measures the client alone"),
+    ("echo_load", ["-s", "-P", "1"], "-s measures the client alone"),
+]
+
 BIG = ["9223372036854775808", "-9223372036854775809", "18446744073709551616",
        "99999999999999999999999999"]
 
@@ -147,6 +163,7 @@ def option_cases():
             (prog, base + ["-"], ["unexpected argument '-'"]),
             (prog, ["one", "two"] + base, ["unexpected argument 'one'"]),
         ]
+    cases += [(prog, args, [word]) for prog, args, word in CONFLICTS]
     return cases
 
 
