@@ -87,6 +87,8 @@ CONFLICTS = [
     ("echo_load", ["-s", "-p", PORT], "-s runs its own echo"),
     ("echo_load", ["-s", "-k", "5"], "-s measures the client alone"),
     ("echo_load", ["-s", "-P", "1"], "-s measures the client alone"),
+    ("echo_load", ["-p", PORT, "--quick=1"], "option '--quick=1' takes no argument"),
+    ("echo_load", ["-p", PORT, "--quickly"], "unknown option '--quickly'"),
 ]
 
 BIG = ["9223372036854775808", "-9223372036854775809", "18446744073709551616",
