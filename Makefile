@@ -137,8 +137,8 @@ FUZZ_BINS    := $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/%)
 $(FUZZ_BUILD)/fuzz_diag:    $(NETLINK_SRC) common/tl_util.c
 $(FUZZ_BUILD)/fuzz_snmp:    probes/lib/tl_snmp.c
 $(FUZZ_BUILD)/fuzz_gunzip:  common/tl_gunzip.c
-$(FUZZ_BUILD)/fuzz_machine: common/tl_gunzip.c common/tl_util.c probes/machine.c
-$(FUZZ_BUILD)/fuzz_args:    common/tl_util.c netlink/tl_names.c
+$(FUZZ_BUILD)/fuzz_machine: common/tl_gunzip.c common/tl_util.c common/tl_cli.c probes/machine.c
+$(FUZZ_BUILD)/fuzz_args:    common/tl_util.c netlink/tl_names.c fixtures/lib/fx_names.c
 
 $(FUZZ_BINS): $(FUZZ_BUILD)/%: tests/fuzz/%.c $(wildcard common/*.h probes/lib/*.h netlink/*.h)
 	@mkdir -p $(dir $@)

@@ -1,17 +1,13 @@
-/* tl_util.c — checked parsing, clocks, errno names and err()-style reporting. */
+/* tl_util.c — checked parsing, the file reader, the clock and errno names (no printing). */
 #include "tl_util.h"
 
 #include <ctype.h>
 #include <errno.h>
-#include <getopt.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <fcntl.h>
 #include <unistd.h>
-
-static const char *progname = "tcplab";
 
 int tl_parse_ll(const char *s, long long min, long long max, long long *out)
 {
@@ -34,16 +30,6 @@ int tl_parse_ll(const char *s, long long min, long long max, long long *out)
 		return -1;
 	}
 	*out = v;
-	return 0;
-}
-
-int tl_parse_port(const char *s, uint16_t *out)
-{
-	long long v;
-
-	if (tl_parse_ll(s, 1, 65535, &v) < 0)
-		return -1;
-	*out = (uint16_t)v;
 	return 0;
 }
 
@@ -91,6 +77,23 @@ fail:
 	return -1;
 }
 
+int tl_write_all(int fd, const void *buf, size_t len)
+{
+	const char *p = buf;
+	ssize_t n;
+
+	while (len > 0) {
+		n = write(fd, p, len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -1;
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
 int64_t tl_now_ns(void)
 {
 	struct timespec ts;
@@ -111,89 +114,3 @@ const char *tl_errno_name(int e)
 	return buf;
 }
 
-void tl_set_progname(const char *argv0)
-{
-	const char *slash;
-
-	if (argv0 == NULL)
-		return;
-	slash = strrchr(argv0, '/');
-	progname = slash ? slash + 1 : argv0;
-}
-
-const char *tl_progname(void)
-{
-	return progname;
-}
-
-__attribute__((format(printf, 3, 0)))
-static void vreport(int with_errno, int saved, const char *fmt, va_list ap)
-{
-	fprintf(stderr, "%s: ", progname);
-	vfprintf(stderr, fmt, ap);
-	if (with_errno)
-		fprintf(stderr, ": %s", strerror(saved));
-	fputc('\n', stderr);
-}
-
-void tl_err(int status, const char *fmt, ...)
-{
-	int saved = errno;
-	va_list ap;
-
-	va_start(ap, fmt);
-	vreport(1, saved, fmt, ap);
-	va_end(ap);
-	exit(status);
-}
-
-void tl_errx(int status, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vreport(0, 0, fmt, ap);
-	va_end(ap);
-	exit(status);
-}
-
-void tl_warn(const char *fmt, ...)
-{
-	int saved = errno;
-	va_list ap;
-
-	va_start(ap, fmt);
-	vreport(1, saved, fmt, ap);
-	va_end(ap);
-}
-
-void tl_warnx(const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vreport(0, 0, fmt, ap);
-	va_end(ap);
-}
-
-void tl_opt_fail(int c)
-{
-	if (c == ':')
-		tl_errx(TL_EXIT_USAGE, "option -%c needs an argument", optopt);
-	tl_errx(TL_EXIT_USAGE, "unknown option -%c (-h for help)", optopt);
-}
-
-long long tl_opt_ll(const char *optname, const char *s, long long min, long long max)
-{
-	long long v;
-
-	if (tl_parse_ll(s, min, max, &v) < 0)
-		tl_errx(TL_EXIT_USAGE, "%s '%s': %s (want %lld..%lld)", optname, s ? s : "",
-			errno == ERANGE ? "out of range" : "not a whole number", min, max);
-	return v;
-}
-
-uint16_t tl_opt_port(const char *optname, const char *s)
-{
-	return (uint16_t)tl_opt_ll(optname, s, 1, 65535);
-}

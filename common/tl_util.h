@@ -1,7 +1,7 @@
-/* tl_util.h — small helpers shared by every tcplab program.
+/* tl_util.h — small helpers shared by every tcplab program (fixtures and probes).
  *
- * Rules: helpers never print and never exit; they return -1 and set errno.
- * Only a program's main() reports and exits (see ../shared/STYLE.md).
+ * Rules: nothing declared here prints or exits; a failure returns -1 and sets errno.
+ * The helpers that print and exit, for a program's main() only, are in tl_cli.h.
  */
 #ifndef TL_UTIL_H
 #define TL_UTIL_H
@@ -17,36 +17,17 @@
  * range are refused.  Returns 0, or -1 with errno EINVAL (not a number) or ERANGE. */
 int tl_parse_ll(const char *s, long long min, long long max, long long *out);
 
-/* Parse a TCP port 1..65535.  Returns 0, or -1 with errno EINVAL or ERANGE. */
-int tl_parse_port(const char *s, uint16_t *out);
-
 /* Read a whole file (at most `max` bytes, else EFBIG) into a malloc'd buffer with a NUL after
  * the data; the caller frees *buf.  0 or -1. */
 int tl_read_file(const char *path, size_t max, char **buf, size_t *len);
+
+/* write() all of buf, retrying after EINTR and short writes.  Returns 0, or -1 and errno. */
+int tl_write_all(int fd, const void *buf, size_t len);
 
 /* Monotonic clock in nanoseconds (CLOCK_MONOTONIC, the clock the probes print). */
 int64_t tl_now_ns(void);
 
 /* The symbolic name of an errno value ("ECONNREFUSED"), or "E?<n>" in a static buffer. */
 const char *tl_errno_name(int e);
-
-/* Program name for messages, set once by main via tl_set_progname(argv[0]). */
-void tl_set_progname(const char *argv0);
-const char *tl_progname(void);
-
-/* One clear line on stderr: "<prog>: <fmt>" (+ ": strerror(errno)" for tl_err), then exit.
- * These are for main() only. */
-_Noreturn void tl_err(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-_Noreturn void tl_errx(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-void tl_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-void tl_warnx(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-
-/* After getopt() with a leading ':' in its option string returned ':' or '?': one line naming
- * the option (missing argument, or unknown), then exit TL_EXIT_USAGE.  For main() only. */
-_Noreturn void tl_opt_fail(int c);
-
-/* A checked number from an option: parse or exit TL_EXIT_USAGE with one line naming the option. */
-long long tl_opt_ll(const char *optname, const char *s, long long min, long long max);
-uint16_t tl_opt_port(const char *optname, const char *s);
 
 #endif

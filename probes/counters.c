@@ -7,6 +7,7 @@
  * write() for the whole output.
  */
 #include "tl_snmp.h"
+#include "tl_cli.h"
 #include "tl_util.h"
 
 #include <errno.h>
@@ -232,22 +233,6 @@ static int out_line(struct buf *o, const char *a, const char *b, const char *c)
 	return 0;
 }
 
-static int write_all(int fd, const char *p, size_t len)
-{
-	ssize_t n;
-
-	while (len > 0) {
-		n = write(fd, p, len);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -1;
-		p += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
 static int put_snapshot(const struct tl_snmp *s, struct buf *o)
 {
 	char v[TL_SNMP_VALUE_STR];
@@ -317,7 +302,7 @@ static int output(const struct tl_snmp *before, const struct tl_snmp *now, struc
 		tl_warn("output");
 		return -1;
 	}
-	if (write_all(STDOUT_FILENO, b->p, b->len) < 0) {
+	if (tl_write_all(STDOUT_FILENO, b->p, b->len) < 0) {
 		tl_warn("stdout");
 		return -1;
 	}
@@ -354,7 +339,7 @@ static int sample_loop(struct tl_snmp *prev, struct tl_snmp *now, struct buf *b)
 		snprintf(sample, sizeof(sample), "sample=%lld", k);
 		snprintf(t, sizeof(t), "t_ns=%lld", (long long)tl_now_ns());
 		if (out_line(b, sample, t, NULL) < 0 || put_delta(prev, now, b) < 0 ||
-		    write_all(STDOUT_FILENO, b->p, b->len) < 0) {
+		    tl_write_all(STDOUT_FILENO, b->p, b->len) < 0) {
 			tl_warn("output");
 			return -1;
 		}

@@ -7,6 +7,7 @@
  * so that the probe needs no library and links statically into a busybox guest.
  */
 #include "tl_gunzip.h"
+#include "tl_cli.h"
 #include "tl_util.h"
 
 #include <errno.h>

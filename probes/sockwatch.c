@@ -6,6 +6,7 @@
  * idiag_retrans, idiag_rqueue/wqueue, and tcp_info's backoff/rto/total_retrans.
  */
 #include "tl_diag.h"
+#include "tl_cli.h"
 #include "tl_util.h"
 
 #include <errno.h>

@@ -7,39 +7,22 @@ import os
 import queue
 import signal
 import subprocess
-import threading
 import time
 
 import pytest
 
 from conftest import in_ns, kv
+import lab_proc
 
 PORT = 21010
 LINE_TIMEOUT = 5.0
 
 
-class Fixture:
-    """A fixture started in a namespace; its stdout read line by line with a timeout."""
+class Fixture(lab_proc.Proc):
+    """A fixture started in a namespace (lab_proc.Proc), read line by line, pytest-failing."""
 
     def __init__(self, ns, bindir, prog, *args):
-        self.argv = in_ns(ns, [os.path.join(bindir, prog)] + [str(a) for a in args])
-        self.proc = subprocess.Popen(self.argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     text=True)
-        self.lines = queue.Queue()
-        self.stderr = []
-        self.readers = [threading.Thread(target=self._pump, daemon=True),
-                        threading.Thread(target=self._drain, daemon=True)]
-        for t in self.readers:
-            t.start()
-
-    def _pump(self):
-        for line in self.proc.stdout:
-            self.lines.put(line.rstrip("\n"))
-        self.lines.put(None)
-
-    def _drain(self):
-        for line in self.proc.stderr:
-            self.stderr.append(line)
+        super().__init__(ns, [os.path.join(bindir, prog)] + list(args))
 
     def line(self, timeout=LINE_TIMEOUT):
         """The next stdout line; fails if none comes within timeout or the program ended."""

@@ -1,5 +1,7 @@
 /* fuzz_args — the checked parsers every program runs on its command line: numbers
- * (tl_parse_ll, tl_parse_port) and TCP state names (tl_state_parse). */
+ * (tl_parse_ll, as tl_opt_ll and tl_opt_port call it), name lists (fx_parse_list, the fixtures'
+ * -m) and TCP state names (tl_state_parse). */
+#include "fx_names.h"
 #include "tl_diag.h"
 #include "tl_util.h"
 
@@ -10,11 +12,36 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
+static const char *const names[] = { "so-error", "poll-only", "wait-so-error", "so-type",
+				      "blocking" };
+#define N_NAMES	(sizeof(names) / sizeof(names[0]))
+
+/* A list that parses has 1..N_NAMES known items, none twice, none empty. */
+static void check_list(const char *s)
+{
+	int out[N_NAMES], n;
+	const char *bad;
+	size_t badlen;
+
+	n = fx_parse_list(s, names, N_NAMES, out, &bad, &badlen);
+	if (n < 0) {
+		if (bad < s || bad + badlen > s + strlen(s))
+			abort();
+		return;
+	}
+	if (n < 1 || n > (int)N_NAMES || strstr(s, ",,") != NULL || s[0] == ',' ||
+	    s[strlen(s) - 1] == ',')
+		abort();
+	for (int i = 0; i < n; i++)
+		for (int j = 0; j < i; j++)
+			if (out[i] == out[j] || out[i] < 0 || out[i] >= (int)N_NAMES)
+				abort();
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	char *s = malloc(size + 1);
 	long long v;
-	uint16_t port;
 	uint32_t mask;
 
 	if (s == NULL)
@@ -24,8 +51,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (tl_parse_ll(s, -1, 10000000, &v) == 0 && (v < -1 || v > 10000000))
 		abort();
 	(void)tl_parse_ll(s, INT64_MIN, INT64_MAX, &v);
-	if (tl_parse_port(s, &port) == 0 && port == 0)
+	if (tl_parse_ll(s, 1, 65535, &v) == 0 && (v < 1 || v > 65535))
 		abort();
+	check_list(s);
 	(void)tl_state_parse(s, &mask);
 	free(s);
 	return 0;
