@@ -4,11 +4,12 @@ Not a test: a busy machine moves the numbers, so each probe ratio is measured --
 printed as its median (the verdict) with min and max.  Needs root (namespaces).  docs/bench.md.
 
 All probe rows run in one namespace holding the same sockets (HOLDER: the p01-synretry scene plus
-established pairs the filter rejects); CPU is each process's own rusage (wait4).
+established pairs the filter rejects).  A probe and its floor run at the same time, pinned to
+one CPU; CPU is each process's own rusage (wait4).
   sockwatch   CPU per 1 ms sample / the floor: tests/bench/floor.c's bare loop of the same
-              filtered dump with the same sleep, over the same number of samples (<= 1.25)
+              filtered dump with the same sleep, same schedule, same duration (<= 1.25)
   counters    CPU per `counters -i 1` snapshot / a raw open-read-close of snmp+netstat with
-              the same sleep (<= 1.5)
+              the same sleep, as many snapshots (<= 1.5)
   context     the floors without their sleep; sockwatch's CPU share of one core; `ss` and
               `nstat` processes against one sample (mostly exec and dynamic linking)
   run.sh      wall time of ./run.sh vs its longest unit alone (--quick: the quick set)
@@ -61,6 +62,29 @@ for _ in range(reps):
 print(json.dumps({"cpu": cpu, "last": last, "rc": rc, "err": err}))
 """
 
+# Runs inside the namespace: the commands given (a JSON list of argv lists) all at once, pinned to
+# one CPU, each reaped with wait4().  A probe and its floor run this way: whatever else loads the
+# machine (other sessions, say) loads both alike, which two runs one after the other do not.  Prints a JSON list of {cpu, last, rc, err}, in the order given.
+CHILD_PAIR = """
+import json, os, subprocess, sys, tempfile
+cmds, procs, res = json.loads(sys.argv[1]), {}, {}
+files = [(tempfile.TemporaryFile(), tempfile.TemporaryFile()) for _ in cmds]
+cpu = max(os.sched_getaffinity(0))   # one CPU for both: the same load, the same caches
+pin = lambda: os.sched_setaffinity(0, {cpu})
+for i, argv in enumerate(cmds):
+    procs[subprocess.Popen(argv, stdout=files[i][0], stderr=files[i][1], preexec_fn=pin).pid] = i
+while procs:
+    pid, status, ru = os.wait4(-1, 0)
+    i = procs.pop(pid)
+    out, err = files[i]
+    out.seek(0)
+    err.seek(0)
+    lines = out.read().decode().strip().splitlines()
+    res[i] = {"cpu": ru.ru_utime + ru.ru_stime, "last": lines[-1] if lines else "",
+              "rc": os.waitstatus_to_exitcode(status), "err": err.read().decode().strip()}
+print(json.dumps([res[i] for i in range(len(cmds))]))
+"""
+
 # Runs inside the namespace for the whole benchmark and holds the sockets every measurement sees:
 # the p01-synretry scene (a listener on PORT whose accept queue is full, one client stuck in
 # SYN-SENT because its SYNs are dropped) and OTHER_PAIRS established pairs the filter rejects.
@@ -104,6 +128,17 @@ def child(ns, reps, *argv):
     if r["rc"] != 0:
         raise RuntimeError(f"{os.path.basename(argv[0])} exited {r['rc']}: {r['err']}")
     return r["cpu"] / reps, r["last"]
+
+
+def together(ns, *cmds):
+    """[(CPU seconds, last stdout line)] of the argv lists in cmds, run at the same time in ns."""
+    out = subprocess.run(["ip", "netns", "exec", ns, sys.executable, "-c", CHILD_PAIR,
+                          json.dumps(cmds)], capture_output=True, text=True, check=True).stdout
+    res = json.loads(out)
+    for argv, r in zip(cmds, res):
+        if r["rc"] != 0:
+            raise RuntimeError(f"{os.path.basename(argv[0])} exited {r['rc']}: {r['err']}")
+    return [(r["cpu"], r["last"]) for r in res]
 
 
 def cpu_in_ns(ns, reps, *argv):
@@ -159,40 +194,33 @@ def us(seconds):
 WATCH = ["-4", "-s", "syn-sent", "-p", str(PORT)]
 
 
-def one_sockwatch_run(ns, duration_ms):
-    """(sockwatch, floor) CPU seconds per sample over the same number of samples, floor bytes
-    per sample, and sockwatch's CPU seconds in all.  sockwatch runs first: the floor takes
-    exactly as many samples as sockwatch's end line reports."""
-    wcpu, last = child(ns, 1, f"{BIN}/sockwatch", *WATCH, "-i", "1000", "-d", str(duration_ms))
-    n = int(tcplab.kv(last)["samples"])
-    fcpu, last = child(ns, 1, FLOOR, "diag", *WATCH, "-i", "1000", "-n", str(n))
-    return wcpu / n, fcpu / n, int(tcplab.kv(last)["bytes"]) / n, wcpu
+def one_sockwatch_pair(ns, duration_ms):
+    """sockwatch and the floor, at the same time on one CPU, on the same schedule for the same
+    duration: (sockwatch, floor) CPU seconds per sample, floor bytes per sample, sockwatch's CPU
+    seconds in all, and both sample counts."""
+    wr, fr = together(ns, [f"{BIN}/sockwatch", *WATCH, "-i", "1000", "-d", str(duration_ms)],
+                      [FLOOR, "diag", *WATCH, "-i", "1000", "-d", str(duration_ms)])
+    wn = int(tcplab.kv(wr[1])["samples"])
+    f = tcplab.kv(fr[1])
+    fn = int(f["samples"])
+    return wr[0] / wn, fr[0] / fn, int(f["bytes"]) / fn, wr[0], wn, fn
 
 
-def one_counters_run(ns, count, floor_first):
-    """(counters -i, raw read) CPU seconds per snapshot: count + 1 snapshots, count sleeps."""
-    def counters():
-        return child(ns, 1, f"{BIN}/counters", "-i", "1", "-c", str(count))[0]
-
-    def floor():
-        return child(ns, 1, FLOOR, "proc", "-i", "1", "-n", str(count + 1))[0]
-
-    if floor_first:
-        f = floor()
-        c = counters()
-    else:
-        c = counters()
-        f = floor()
-    return c / (count + 1), f / (count + 1)
+def one_counters_pair(ns, count):
+    """counters -i and the raw read, at the same time on one CPU: CPU seconds per snapshot of
+    each (count + 1 snapshots, count sleeps of 1 ms, for both)."""
+    cr, fr = together(ns, [f"{BIN}/counters", "-i", "1", "-c", str(count)],
+                      [FLOOR, "proc", "-i", "1", "-n", str(count + 1)])
+    return cr[0] / (count + 1), fr[0] / (count + 1)
 
 
 def bench_probes(ns, runs, duration_ms=3000, count=2000):
-    """The probes against their floors, `runs` times, each pair side by side (the order
-    alternating between runs), then the context lines."""
+    """The probes against their floors, `runs` times, each probe and its floor side by side,
+    then the context lines."""
     sw, cn = [], []
-    for k in range(runs):
-        sw.append(one_sockwatch_run(ns, duration_ms))
-        cn.append(one_counters_run(ns, count, k % 2 == 0))
+    for _ in range(runs):
+        sw.append(one_sockwatch_pair(ns, duration_ms))
+        cn.append(one_counters_pair(ns, count))
     bare = cpu_in_ns(ns, 1, FLOOR, "diag", *WATCH, "-i", "0", "-n", "20000") / 20000
     raw = cpu_in_ns(ns, 1, FLOOR, "proc", "-i", "0", "-n", "2000") / 2000
     ss = cpu_in_ns(ns, 50, "ss", "-tno", "state", "syn-sent", "dport", "=", f":{PORT}")
@@ -204,11 +232,12 @@ def bench_probes(ns, runs, duration_ms=3000, count=2000):
     c = statistics.median(x[0] for x in cn)
     r = statistics.median(x[1] for x in cn)
     share = statistics.median(x[3] for x in sw) / (duration_ms / 1000)
+    counts = "samples " + " ".join(f"{x[4]}/{x[5]}" for x in sw) + " (sockwatch/floor)"
     return [
         ratio_row("sockwatch: CPU per sample / floor (same dump, 1 ms sleep)", "<= 1.25", 1.25,
                   [x[0] / x[1] for x in sw],
-                  f"sockwatch {us(w)}, floor {us(f)} per sample (medians), "
-                  f"{duration_ms} ms at 1 ms, {per_dump:.0f} bytes per dump"),
+                  f"sockwatch {us(w)}, floor {us(f)} per sample (medians); {duration_ms} ms "
+                  f"at 1 ms: {counts}; {per_dump:.0f} bytes per dump"),
         ratio_row("counters: CPU per -i snapshot / raw read of snmp+netstat", "<= 1.5", 1.5,
                   [x[0] / x[1] for x in cn],
                   f"counters {us(c)}, raw read {us(r)} per snapshot (medians), {count} at 1 ms"),

@@ -1,17 +1,19 @@
 /* floor — the least CPU a probe's sampling loop can cost, for `make bench` (docs/bench.md).
  *
- *   floor diag [-4|-6] [-s STATE]... [-p DPORT] [-P SPORT] [-i INTERVAL_US] -n SAMPLES
- *	SAMPLES sock_diag dumps with sockwatch's request (same state mask, same port bytecode,
- *	same INET_DIAG_INFO extension, one NETLINK_SOCK_DIAG socket reused, same 32 KiB receive
- *	buffer), INTERVAL_US apart on sockwatch's schedule; the replies are received and walked
- *	to NLMSG_DONE, nothing is decoded or printed.
- *   floor proc [-i INTERVAL_MS] -n SNAPSHOTS
- *	SNAPSHOTS reads of /proc/thread-self/net/snmp and .../netstat (open, read to the end,
- *	close; nothing parsed), INTERVAL_MS apart on counters -i's schedule.
+ *   floor diag [-4|-6] [-s STATE]... [-p DPORT] [-P SPORT] [-i INTERVAL_US] -n N | -d MS
+ *	sock_diag dumps with sockwatch's request (same state mask, same port bytecode, same
+ *	INET_DIAG_INFO extension, one NETLINK_SOCK_DIAG socket reused, same 32 KiB receive
+ *	buffer), INTERVAL_US apart on sockwatch's schedule: N of them, or as many as
+ *	`sockwatch -d MS` takes.  The replies are received and walked to NLMSG_DONE, nothing is
+ *	decoded or printed.
+ *   floor proc [-i INTERVAL_MS] -n N
+ *	N reads of /proc/thread-self/net/snmp and .../netstat (open, read to the end, close;
+ *	nothing parsed), INTERVAL_MS apart on counters -i's schedule.
  *
- * The first sample is taken at once, then one per interval (SAMPLES - 1 sleeps), as the probes
- * do; -i 0 takes them back to back (the cost of the work alone).  Prints one line, "samples=N bytes=B" (B: bytes received or read in all), so the caller
- * can check the floor saw what the probe saw.  CPU is measured by the caller (wait4/rusage).
+ * The first sample is taken at once, then one per interval, as the probes do; -i 0 takes them
+ * back to back (the cost of the work alone).  Prints one line, "samples=N bytes=B" (B: bytes
+ * received or read in all), so the caller can check the floor saw what the probe saw.  CPU is
+ * measured by the caller (wait4's rusage).
  */
 #include "tl_diag.h"
 #include "tl_util.h"
@@ -28,7 +30,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#define USAGE "usage: floor diag [-4|-6] [-s STATE]... [-p DPORT] [-P SPORT] [-i INTERVAL_US] -n N\n" \
+#define USAGE "usage: floor diag [-4|-6] [-s STATE]... [-p DPORT] [-P SPORT] [-i INTERVAL_US]\n" \
+	      "                  -n N | -d DURATION_MS\n" \
 	      "       floor proc [-i INTERVAL_MS] -n N\n" \
 	      "(-i 0: no sleep between samples; see docs/bench.md)\n"
 
@@ -36,7 +39,8 @@ static struct env {
 	int diag;			/* 1: diag, 0: proc */
 	struct tl_diag_filter flt;
 	long long interval_us;		/* diag: -i in µs; proc: -i in ms, kept here in µs */
-	long long n;
+	long long n, duration_ms;	/* stop after n samples, or after duration_ms (diag) */
+	long long samples;
 	unsigned long long bytes;
 	char buf[32768];		/* netlink/tl_diag_int.h's receive buffer size */
 } env = { .interval_us = 1000 };
@@ -110,7 +114,7 @@ static int run_diag(void)
 	static const int families[] = { AF_INET, AF_INET6 };
 	struct mnl_socket *nl = mnl_socket_open(NETLINK_SOCK_DIAG);
 	char req[256];
-	int64_t t0 = tl_now_ns();
+	int64_t t0;
 	uint32_t seq = 1;
 	int ret = -1;
 
@@ -118,9 +122,10 @@ static int run_diag(void)
 		tl_warn("NETLINK_SOCK_DIAG socket");
 		goto cleanup;
 	}
-	for (long long k = 0; k < env.n; k++) {
-		if (k > 0 && env.interval_us > 0)
-			wait_next(t0);
+	t0 = tl_now_ns();
+	for (;;) {
+		int64_t now = tl_now_ns();
+
 		for (size_t f = 0; f < 2; f++) {
 			struct nlmsghdr *nlh;
 
@@ -133,6 +138,12 @@ static int run_diag(void)
 				goto cleanup;
 			}
 		}
+		env.samples++;
+		/* sockwatch's -d: the last sample is the first one to start past the duration */
+		if (env.samples == env.n || (env.duration_ms && (now - t0) / 1000000 >= env.duration_ms))
+			break;
+		if (env.interval_us > 0)
+			wait_next(t0);
 	}
 	ret = 0;
 cleanup:
@@ -201,7 +212,7 @@ static void parse_args(int argc, char **argv)
 	env.diag = argv[1][0] == 'd';
 	optind = 2;
 	opterr = 0;
-	while ((opt = getopt(argc, argv, env.diag ? ":46hs:p:P:i:n:" : ":hi:n:")) != -1) {
+	while ((opt = getopt(argc, argv, env.diag ? ":46hs:p:P:i:n:d:" : ":hi:n:")) != -1) {
 		switch (opt) {
 		case '4': env.flt.family = AF_INET; break;
 		case '6': env.flt.family = AF_INET6; break;
@@ -217,14 +228,15 @@ static void parse_args(int argc, char **argv)
 				tl_opt_ll("-i", optarg, 0, 3600000) * 1000;
 			break;
 		case 'n': env.n = tl_opt_ll("-n", optarg, 1, 100000000); break;
+		case 'd': env.duration_ms = tl_opt_ll("-d", optarg, 1, 86400000LL); break;
 		case 'h': fputs(USAGE, stdout); exit(0);
 		default: tl_opt_fail(opt);
 		}
 	}
 	if (optind != argc)
 		tl_errx(TL_EXIT_USAGE, "unexpected argument '%s'", argv[optind]);
-	if (env.n == 0)
-		tl_errx(TL_EXIT_USAGE, "-n is required");
+	if ((env.n == 0) == (env.duration_ms == 0))
+		tl_errx(TL_EXIT_USAGE, env.diag ? "give one of -n and -d" : "-n is required");
 }
 
 int main(int argc, char **argv)
@@ -233,6 +245,6 @@ int main(int argc, char **argv)
 	parse_args(argc, argv);
 	if ((env.diag ? run_diag() : run_proc()) < 0)
 		return 1;
-	printf("samples=%lld bytes=%llu\n", env.n, env.bytes);
+	printf("samples=%lld bytes=%llu\n", env.diag ? env.samples : env.n, env.bytes);
 	return 0;
 }
