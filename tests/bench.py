@@ -274,10 +274,17 @@ def bench_run(quick):
              "note": f"{whole:.1f} s vs {alone:.1f} s"}]
 
 
+def runs_arg(text):
+    """--runs: a whole number 1..100."""
+    if not text.isdigit() or not 1 <= int(text) <= 100:
+        raise argparse.ArgumentTypeError(f"'{text}': want a whole number 1..100")
+    return int(text)
+
+
 def main():
     ap = argparse.ArgumentParser(description="tcplab benchmarks (ratios, side by side)")
     ap.add_argument("--quick", action="store_true", help="run.sh --quick for the wall-time ratio")
-    ap.add_argument("--runs", type=int, default=5, choices=range(1, 101), metavar="N",
+    ap.add_argument("--runs", type=runs_arg, default=5, metavar="N",
                     help="probe/floor runs, reported as min/median/max (default 5)")
     ap.add_argument("--probes", action="store_true",
                     help="only the probes against their floors (no run.sh, no poll-scaling)")
@@ -290,12 +297,18 @@ def main():
         print(f"bench: {FLOOR} is missing (make bench builds it)", file=sys.stderr)
         return 4
     rows = []
-    with tcplab.netns("tcplab-bench") as ns:
-        scene = Scene(ns)
-        try:
-            rows += bench_probes(ns, a.runs)
-        finally:
-            scene.close()
+    try:
+        with tcplab.netns("tcplab-bench") as ns:
+            scene = Scene(ns)
+            try:
+                rows += bench_probes(ns, a.runs)
+            finally:
+                scene.close()
+    except (RuntimeError, OSError, ValueError, subprocess.CalledProcessError) as e:
+        # a probe or floor that failed: say so in its row, keep the other rows
+        err = getattr(e, "stderr", None) or str(e)
+        rows.append({"name": "probes against their floors", "value": None, "target": None,
+                     "ok": False, "note": f"not measured: {err.strip().splitlines()[-1]}"})
     if not a.probes:
         rows += bench_run(a.quick)
         try:
