@@ -64,7 +64,8 @@ print(json.dumps({"cpu": cpu, "last": last, "rc": rc, "err": err}))
 
 # Runs inside the namespace: the commands given (a JSON list of argv lists) all at once, pinned to
 # one CPU, each reaped with wait4().  A probe and its floor run this way: whatever else loads the
-# machine (other sessions, say) loads both alike, which two runs one after the other do not.  Prints a JSON list of {cpu, last, rc, err}, in the order given.
+# machine (other sessions, say) loads both alike, which two runs one after the other do not.
+# Prints a JSON list of {cpu, last, rc, err}, in the order given.
 CHILD_PAIR = """
 import json, os, subprocess, sys, tempfile
 cmds, procs, res = json.loads(sys.argv[1]), {}, {}
