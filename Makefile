@@ -90,8 +90,17 @@ sanitize:
 	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 		$(PYTHON) -m pytest -q tests $(PYTEST_ARGS)
 
-bench: all
-	$(PYTHON) tests/bench.py $(BENCH_ARGS)
+# Floor programs (tests/bench/*.c): the least a probe's loop can cost, measured beside it.
+BENCH_SRC   := $(wildcard tests/bench/*.c)
+BENCH_PROGS := $(BENCH_SRC:tests/bench/%.c=$(BUILD)/bench/%)
+$(BENCH_PROGS): $(BUILD)/bench/%: $(BUILD)/tests/bench/%.o $(BUILD)/libtcplabnl.a $(BUILD)/libcommon.a
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(TL_CFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(MNL_LIBS) $(LDLIBS)
+-include $(BENCH_SRC:%.c=$(BUILD)/%.d)
+
+bench: all $(BENCH_PROGS)
+	TCPLAB_BUILD=$(BUILD) $(PYTHON) tests/bench.py $(BENCH_ARGS)
 
 DEB_PACKAGES := gcc make libmnl-dev pkg-config python3 python3-pytest strace iproute2 gnuplot-nox
 # $(call apt_install,TARGET,PACKAGES,APT_OPTIONS): install the Debian packages that are missing.

@@ -315,6 +315,44 @@ static void on_signal(int sig)
 	env.stop = 1;
 }
 
+/* Empty s for the next sample but keep its arrays: the live files list the same counters every
+ * time, so a sample need not allocate and clear a fresh set (tl_snmp.h: slot 0 is empty). */
+static void sample_reset(struct tl_snmp *s)
+{
+	if (s->slot != NULL)
+		memset(s->slot, 0, s->nslot * sizeof(*s->slot));
+	s->n = 0;
+	s->refused = 0;
+}
+
+/* put_delta between two samples of the live files.  The kernel prints a fixed list, so both
+ * samples normally hold the same names in the same order: then counters pair by position, not by
+ * two hash lookups each, and no counter can be only-now or only-before.  The lines, and their
+ * order, are put_delta's. */
+static int put_sample_delta(const struct tl_snmp *prev, const struct tl_snmp *now, struct buf *o)
+{
+	char v[TL_SNMP_DELTA_STR];
+	struct tl_snmp_delta d;
+	size_t i;
+
+	if (prev->n != now->n)
+		return put_delta(prev, now, o);
+	for (i = 0; i < now->n; i++)
+		if (strcmp(prev->c[i].name, now->c[i].name) != 0)
+			return put_delta(prev, now, o);
+	for (i = 0; i < now->n; i++) {
+		tl_snmp_delta(&prev->c[i], &now->c[i], &d);
+		if ((!tl_snmp_delta_is_zero(&d) || tl_snmp_find(&env.keys, now->c[i].name) != NULL) &&
+		    out_line(o, now->c[i].name, tl_snmp_fmt_delta(&d, v), NULL) < 0)
+			return -1;
+	}
+	for (i = 0; i < env.keys.n; i++)
+		if (tl_snmp_find(now, env.keys.c[i].name) == NULL &&
+		    out_line(o, env.keys.c[i].name, "absent", NULL) < 0)
+			return -1;
+	return 0;
+}
+
 /* -i: the counters every interval, each sample's delta against the one before (one read of each
  * file per sample, in this process: the cheap way to watch counters move). */
 static int sample_loop(struct tl_snmp *prev, struct tl_snmp *now, struct buf *b)
@@ -331,14 +369,13 @@ static int sample_loop(struct tl_snmp *prev, struct tl_snmp *now, struct buf *b)
 		next.tv_nsec = (next.tv_nsec + step.tv_nsec) % 1000000000;
 		if (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &next, NULL) != 0 && env.stop)
 			break;
-		tl_snmp_free(now);
-		tl_snmp_init(now);
+		sample_reset(now);
 		if (load_now(now, b) < 0)
 			return -1;
 		b->len = 0;
 		snprintf(sample, sizeof(sample), "sample=%lld", k);
 		snprintf(t, sizeof(t), "t_ns=%lld", (long long)tl_now_ns());
-		if (out_line(b, sample, t, NULL) < 0 || put_delta(prev, now, b) < 0 ||
+		if (out_line(b, sample, t, NULL) < 0 || put_sample_delta(prev, now, b) < 0 ||
 		    tl_write_all(STDOUT_FILENO, b->p, b->len) < 0) {
 			tl_warn("output");
 			return -1;
