@@ -82,6 +82,8 @@ static void parse_args(int argc, char **argv)
 
 	opterr = 0;
 	while ((opt = getopt(argc, argv, ":S:N:d:a:k:i:c:h")) != -1) {
+		if ((opt == 'S' || opt == 'N' || opt == 'd' || opt == 'a') && optarg[0] == '\0')
+			tl_errx(TL_EXIT_USAGE, "-%c needs a file name", opt);
 		switch (opt) {
 		case 'S': env.snmp = optarg; break;
 		case 'N': env.netstat = optarg; break;

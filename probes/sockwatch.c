@@ -187,6 +187,8 @@ static void parse_args(int argc, char **argv)
 
 	opterr = 0;	/* one line of our own on a bad option, not getopt's plus the usage */
 	while ((opt = getopt(argc, argv, ":1ae46hi:s:p:P:d:w:r:R:")) != -1) {
+		if ((opt == 'r' || opt == 'R') && optarg[0] == '\0')
+			tl_errx(TL_EXIT_USAGE, "-%c needs a file name", opt);
 		switch (opt) {
 		case '1': env.once = 1; break;
 		case 'a': env.all = 1; break;
