@@ -29,16 +29,13 @@ struct tl_diag_filter {
 	uint16_t dport;		/* 0: any */
 };
 
-/* The tcp_info fields tcplab reads.  `has_info` is 0 when the kernel sent no INET_DIAG_INFO;
- * fields beyond the kernel's (shorter) struct read as 0, `info_len` tells how much it sent. */
+/* The tcp_info fields tcplab reads (sockwatch prints them; add a field here when a program
+ * needs one).  `has_info` is 0 when the kernel sent no INET_DIAG_INFO; fields beyond the
+ * kernel's (shorter) struct read as 0. */
 struct tl_tcpinfo {
-	uint8_t state, ca_state, retransmits, probes, backoff;
-	uint32_t rto_us, ato_us, snd_mss, rcv_mss;
-	uint32_t unacked, lost, retrans, rtt_us, rttvar_us;
-	uint32_t snd_cwnd, total_retrans;
-	uint64_t bytes_acked, bytes_received;
-	uint32_t segs_out, segs_in;
-	uint32_t total_rto, total_rto_recoveries, total_rto_time; /* 6.7+, else 0 */
+	uint8_t backoff;
+	uint32_t rto_us, total_retrans;
+	uint32_t total_rto;	/* 6.7+, else 0 */
 };
 
 struct tl_sock {
@@ -51,10 +48,9 @@ struct tl_sock {
 	uint16_t sport, dport;	/* host order */
 	uint32_t expires_ms;	/* idiag_expires, raw */
 	uint32_t rqueue, wqueue;/* idiag_rqueue / idiag_wqueue (LISTEN: accept queue / backlog) */
-	uint32_t uid, inode;
+	uint32_t inode;
 	uint64_t cookie;
 	int has_info;
-	uint32_t info_len;
 	struct tl_tcpinfo info;
 };
 

@@ -3,9 +3,9 @@ bad values it can get (a missing argument, an unknown option, empty, junk, trail
 sign, an overflow, out of range; for file options a nonexistent, unreadable or looping path, a
 directory, a FIFO, /dev/full and /dev/zero; bad contents; extra arguments; stdout on /dev/full).
 
-Each case must exit non-zero (never by a signal), print exactly one line on stderr that names
-what was wrong (the option or the file), nothing on stdout, no traceback and no sanitizer
-report, within 5 s.  A FIFO is the check that nothing blocks: a probe that opened it for
+Each case must exit non-zero (2 for usage, 1 for a file or its data; never by a signal), print
+exactly one line on stderr that names what was wrong (the option or the file), nothing on
+stdout, no traceback and no sanitizer report, within 5 s.  A FIFO is the check that nothing blocks: a probe that opened it for
 reading would wait for a writer until the timeout kills it.  "Unreadable" cases run as nobody
 when the tests run as root (root reads a mode-000 file).  Under `make sanitize` the same table
 runs against the ASan/UBSan build."""
@@ -142,34 +142,37 @@ STDOUT_FULL = [
 def cases():
     out = []
 
-    def add(cid, prog, argv, word, opts=()):
-        out.append(pytest.param(prog, argv, word, tuple(opts), id=f"{prog} {cid}"))
+    def add(cid, prog, argv, word, opts=(), status=1):
+        out.append(pytest.param(prog, argv, word, tuple(opts), status, id=f"{prog} {cid}"))
+
+    def usage(cid, prog, argv, word):
+        add(cid, prog, argv, word, status=2)
 
     for prog, before, opt, lo, hi in NUMERIC:
-        add(f"{opt} missing", prog, before + [opt], opt)
+        usage(f"{opt} missing", prog, before + [opt], opt)
         for kind, v in BAD_NUMBERS.items():
-            add(f"{opt} {kind}", prog, before + [opt, v], opt)
-        add(f"{opt} below-range", prog, before + [opt, str(lo - 1)], opt)
-        add(f"{opt} above-range", prog, before + [opt, str(hi + 1)], opt)
+            usage(f"{opt} {kind}", prog, before + [opt, v], opt)
+        usage(f"{opt} below-range", prog, before + [opt, str(lo - 1)], opt)
+        usage(f"{opt} above-range", prog, before + [opt, str(hi + 1)], opt)
     for s in STATES:
-        add(f"-s {s!r}", "sockwatch", ["-s", s], "-s" if s == "" else s.strip() or "-s")
-    add("-s missing", "sockwatch", ["-s"], "-s")
+        usage(f"-s {s!r}", "sockwatch", ["-s", s], "-s" if s == "" else s.strip() or "-s")
+    usage("-s missing", "sockwatch", ["-s"], "-s")
     for k in KEY_LISTS:
-        add(f"-k {k[:12]!r}", "counters", ["-d", "{snap}", "-k", k], "-k")
-    add("-k missing", "counters", ["-d", "{snap}", "-k"], "-k")
+        usage(f"-k {k[:12]!r}", "counters", ["-d", "{snap}", "-k", k], "-k")
+    usage("-k missing", "counters", ["-d", "{snap}", "-k"], "-k")
     for prog, before, opt, after in INPUTS:
-        add(f"{opt} missing", prog, before + [opt], opt)
-        add(f"{opt} empty-name", prog, before + [opt, ""] + after, opt)
+        usage(f"{opt} missing", prog, before + [opt], opt)
+        usage(f"{opt} empty-name", prog, before + [opt, ""] + after, opt)
         for kind, (path, opts) in BAD_INPUT_PATHS.items():
             add(f"{opt} {kind}", prog, before + [opt, path] + after, path, opts)
     add("-R truncated-dump", "sockwatch", ["-R", "{dump_cut}"], "{dump_cut}")
     add("-d truncated-snapshot", "counters", ["-S", "{snmp}", "-d", "{snap_cut}"], "{snap_cut}")
-    add("-r missing", "sockwatch", ["-1", "-r"], "-r")
-    add("-r empty-name", "sockwatch", ["-1", "-r", ""], "-r")
+    usage("-r missing", "sockwatch", ["-1", "-r"], "-r")
+    usage("-r empty-name", "sockwatch", ["-1", "-r", ""], "-r")
     for kind, (path, opts) in BAD_RECORDS.items():
         add(f"-r {kind}", "sockwatch", ["-1", "-4", "-r", path], path, opts)
-    add("-r missing", "machine", ["-r"], "-r")
-    add("-r empty-name", "machine", ["-r", ""], "-r")
+    usage("-r missing", "machine", ["-r"], "-r")
+    usage("-r empty-name", "machine", ["-r", ""], "-r")
     for kind, (path, opts) in BAD_ROOTS.items():
         add(f"-r {kind}", "machine", ["-r", path], path, opts)
     for name, rel in BAD_TREES.items():
@@ -177,11 +180,11 @@ def cases():
             "{tree_" + name + "}/" + rel, ("nobody",) if "unreadable" in name else ())
     for prog, letters in OPTION_LETTERS.items():
         for u in UNKNOWN_OPTIONS:
-            add(f"unknown {u}", prog, [u], u[:2] if u.startswith("--") else u)
+            usage(f"unknown {u}", prog, [u], u[:2] if u.startswith("--") else u)
         for extra in EXTRA:
-            add(f"extra {' '.join(extra)}", prog, extra, extra[0])
+            usage(f"extra {' '.join(extra)}", prog, extra, extra[0])
     for prog, argv, word in COMBOS:
-        add("combo " + " ".join(a for a in argv if not a.startswith("{")), prog, argv, word)
+        usage("combo " + " ".join(a for a in argv if not a.startswith("{")), prog, argv, word)
     for prog, argv in STDOUT_FULL:
         add("stdout-full " + " ".join(a for a in argv if not a.startswith(("{", "/"))), prog,
             argv, "stdout", ("stdout_full",))
@@ -270,8 +273,8 @@ def as_nobody():
 
 # ---- the test ---------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("prog,argv,word,opts", CASES)
-def test_bad_input_is_one_line_and_non_zero(bindir, files, prog, argv, word, opts):
+@pytest.mark.parametrize("prog,argv,word,opts,status", CASES)
+def test_bad_input_is_one_line_and_non_zero(bindir, files, prog, argv, word, opts, status):
     argv = [os.path.join(bindir, prog)] + [a.format(**files) for a in argv]
     word = word.format(**files)
     kw = {}
@@ -287,7 +290,7 @@ def test_bad_input_is_one_line_and_non_zero(bindir, files, prog, argv, word, opt
         if stdout is not subprocess.PIPE:
             stdout.close()
     what = f"{argv}: exit {r.returncode}, stdout {(r.stdout or '')[:300]!r}, stderr {r.stderr!r}"
-    assert r.returncode > 0, what                   # < 0: killed by a signal
+    assert r.returncode == status, what             # 2: usage, 1: a file or the data
     assert not any(w in r.stderr for w in SANITIZER_WORDS), what
     assert "Traceback" not in r.stderr, what
     assert r.stderr.endswith("\n") and r.stderr.count("\n") == 1, what

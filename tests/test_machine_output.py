@@ -228,13 +228,7 @@ def test_nproc_from_cpu_list(bindir, tree, text, want):
 
 # ---- options ----
 
-@pytest.mark.parametrize("args", [["-x"], ["-r"], ["-r", ""], ["extra"]], ids=str)
-def test_bad_usage_exits_2_one_line(bindir, args):
-    r = run(bindir, *args)
-    assert r.returncode == 2
-    assert r.stdout == ""
-    assert len(r.stderr.splitlines()) == 1 and r.stderr.startswith("machine: ")
-
+# bad options and arguments: tests/test_badinput_probes.py (exit 2, one line)
 
 def test_help_matches_docs(bindir):
     r = run(bindir, "-h")
