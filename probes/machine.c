@@ -86,38 +86,29 @@ static void parse_args(int argc, char **argv)
 }
 
 
-/* full gets DIR + path (-r DIR) or path. */
-static int full_path(const char *path, char *full, size_t size)
+/* The whole of path (under -r DIR: full gets the name read) in *buf (malloc'd, NUL after the
+ * data); -1 with errno. */
+static int read_in(const char *path, char full[PATH_MAX], size_t max, char **buf, size_t *len)
 {
-	if (snprintf(full, size, "%s%s", env.root ? env.root : "", path) >= (int)size) {
+	*buf = NULL;
+	if (snprintf(full, PATH_MAX, "%s%s", env.root ? env.root : "", path) >= PATH_MAX) {
+		snprintf(full, PATH_MAX, "%s", path);
 		errno = ENAMETOOLONG;
 		return -1;
 	}
-	return 0;
-}
-
-/* The whole of path (under -r DIR) in *buf (malloc'd, NUL after the data); -1 with errno. */
-static int read_in(const char *path, size_t max, char **buf, size_t *len)
-{
-	char full[PATH_MAX];
-
-	*buf = NULL;
-	if (full_path(path, full, sizeof(full)) < 0)
-		return -1;
 	return pr_read_file(full, max, buf, len);
 }
 
 /* path's contents as one line (pr_one_line) in *val, malloc'd.  0; -1 with errno when it
- * cannot be read; -2 after one line on stderr when it is not one line (one word) of text. */
-static int read_value(const char *path, int word, char **val)
+ * cannot be read (full: the name tried); -2 after one line on stderr when it is not one line
+ * (one word) of text. */
+static int read_value(const char *path, char full[PATH_MAX], int word, char **val)
 {
-	char full[PATH_MAX];
 	size_t len;
 
-	if (read_in(path, VALUE_MAX, val, &len) < 0)
+	if (read_in(path, full, VALUE_MAX, val, &len) < 0)
 		return -1;
 	if (pr_one_line(*val, len, word) < 0) {
-		full_path(path, full, sizeof(full));
 		tl_warnx("%s: %s", full, word ? "not one word on one line" : "not one line of text");
 		free(*val);
 		*val = NULL;
@@ -126,28 +117,17 @@ static int read_value(const char *path, int word, char **val)
 	return 0;
 }
 
-/* One line on stderr for a file that exists but cannot be read. */
-static void warn_unreadable(const char *path)
-{
-	char full[PATH_MAX];
-
-	if (full_path(path, full, sizeof(full)) == 0)
-		tl_warnx("%s: %s", full, pr_strerror(errno));
-	else
-		tl_warnx("%s: %s", path, pr_strerror(errno));
-}
-
 /* CONFIG_HZ from /proc/config.gz; 0, or -1 after one warning line (none when the kernel has no
  * config.gz). */
 static int hz_from_config_gz(long long *hz)
 {
-	char *gz, *text;
+	char full[PATH_MAX], *gz, *text;
 	size_t len, tlen;
 	int ret = -1;
 
-	if (read_in("/proc/config.gz", PR_CONFIG_MAX, &gz, &len) < 0) {
+	if (read_in("/proc/config.gz", full, PR_CONFIG_MAX, &gz, &len) < 0) {
 		if (errno != ENOENT)
-			warn_unreadable("/proc/config.gz");
+			tl_warnx("/proc/config.gz: %s", pr_strerror(errno));
 		return -1;
 	}
 	if (pr_gunzip(gz, len, PR_CONFIG_MAX, &text, &tlen) < 0) {
@@ -166,13 +146,14 @@ static int hz_from_config_gz(long long *hz)
 /* hz= and the file it came from: /boot/config-RELEASE, else /proc/config.gz. */
 static void print_hz(FILE *out, const char *release)
 {
-	char path[PATH_MAX], *config = NULL;
+	char path[PATH_MAX], full[PATH_MAX], *config = NULL;
 	long long hz;
 	size_t len;
 	int found;
 
 	snprintf(path, sizeof(path), "/boot/config-%s", release);
-	found = strchr(release, '/') == NULL && read_in(path, PR_CONFIG_MAX, &config, &len) == 0 &&
+	found = strchr(release, '/') == NULL &&
+		read_in(path, full, PR_CONFIG_MAX, &config, &len) == 0 &&
 		pr_find_hz(config, len, &hz) == 0;
 	free(config);
 	if (found)
@@ -185,13 +166,13 @@ static void print_hz(FILE *out, const char *release)
 
 static void print_nproc(FILE *out)
 {
-	char *list = NULL;
+	char full[PATH_MAX], *list = NULL;
 	size_t len;
 	long n = -1;
 
 	if (env.root == NULL)
 		n = sysconf(_SC_NPROCESSORS_ONLN);
-	else if (read_in("/sys/devices/system/cpu/online", VALUE_MAX, &list, &len) == 0 &&
+	else if (read_in("/sys/devices/system/cpu/online", full, VALUE_MAX, &list, &len) == 0 &&
 		 pr_one_line(list, len, 1) == 0)
 		n = pr_count_cpus(list);
 	free(list);
@@ -211,7 +192,7 @@ static int print_uname(FILE *out, char *release, size_t size)
 	static const char *const files[3] = { "/proc/sys/kernel/osrelease",
 		"/proc/sys/kernel/version", "/proc/sys/kernel/arch" };
 	struct utsname u;
-	char *v = NULL;
+	char full[PATH_MAX], *v = NULL;
 	int i, r, word, fatal;
 
 	if (env.root == NULL && uname(&u) < 0) {
@@ -222,9 +203,9 @@ static int print_uname(FILE *out, char *release, size_t size)
 		word = i != 1;
 		fatal = 0;
 		if (env.root != NULL) {
-			r = read_value(files[i], word, &v);
+			r = read_value(files[i], full, word, &v);
 			if (r == -1 && errno != ENOENT) {
-				warn_unreadable(files[i]);
+				tl_warnx("%s: %s", full, pr_strerror(errno));
 				fatal = 1;
 			}
 		} else {
@@ -258,7 +239,7 @@ static int print_uname(FILE *out, char *release, size_t size)
  * when a value is not one line of text. */
 static int print_sysctls(FILE *out)
 {
-	char name[128], path[160], *v;
+	char name[128], path[160], full[PATH_MAX], *v;
 	size_t i, k;
 	int r;
 
@@ -268,7 +249,7 @@ static int print_sysctls(FILE *out)
 			if (name[k] == '/')
 				name[k] = '.';
 		snprintf(path, sizeof(path), "/proc/sys/%s", sysctls[i]);
-		r = read_value(path, 0, &v);
+		r = read_value(path, full, 0, &v);
 		if (r == -2)
 			return -1;
 		if (r == 0)

@@ -17,7 +17,8 @@
 #define PR_ENOTREG EMEDIUMTYPE
 
 /* tl_read_file() of a regular file: -1 with EISDIR for a directory, PR_ENOTREG for any other
- * kind of file (checked before the file is opened for reading, so a FIFO never blocks). */
+ * kind of file (stat() before the open, so a FIFO is never opened; a FIFO renamed into place
+ * between the two is not caught: tl_read_file() takes a path). */
 int pr_read_file(const char *path, size_t max, char **buf, size_t *len);
 
 /* Open path for appending (created 0666 & ~umask when missing), never blocking: a regular file
