@@ -44,21 +44,9 @@ static void decode_info(const struct nlattr *attr, struct tl_sock *s)
 	memset(&w, 0, sizeof(w));
 	memcpy(&w, mnl_attr_get_payload(attr), len < sizeof(w) ? len : sizeof(w));
 	s->has_info = 1;
-	s->info_len = len;
 	s->info = (struct tl_tcpinfo){
-		.state = w.base.tcpi_state, .ca_state = w.base.tcpi_ca_state,
-		.retransmits = w.base.tcpi_retransmits, .probes = w.base.tcpi_probes,
 		.backoff = w.base.tcpi_backoff, .rto_us = w.base.tcpi_rto,
-		.ato_us = w.base.tcpi_ato, .snd_mss = w.base.tcpi_snd_mss,
-		.rcv_mss = w.base.tcpi_rcv_mss, .unacked = w.base.tcpi_unacked,
-		.lost = w.base.tcpi_lost, .retrans = w.base.tcpi_retrans,
-		.rtt_us = w.base.tcpi_rtt, .rttvar_us = w.base.tcpi_rttvar,
-		.snd_cwnd = w.base.tcpi_snd_cwnd, .total_retrans = w.base.tcpi_total_retrans,
-		.bytes_acked = w.base.tcpi_bytes_acked,
-		.bytes_received = w.base.tcpi_bytes_received,
-		.segs_out = w.base.tcpi_segs_out, .segs_in = w.base.tcpi_segs_in,
-		.total_rto = w.total_rto, .total_rto_recoveries = w.total_rto_recoveries,
-		.total_rto_time = w.total_rto_time,
+		.total_retrans = w.base.tcpi_total_retrans, .total_rto = w.total_rto,
 	};
 }
 
@@ -77,7 +65,6 @@ static void decode_msg(const struct inet_diag_msg *m, struct tl_sock *s)
 	s->expires_ms = m->idiag_expires;
 	s->rqueue = m->idiag_rqueue;
 	s->wqueue = m->idiag_wqueue;
-	s->uid = m->idiag_uid;
 	s->inode = m->idiag_inode;
 	s->cookie = (uint64_t)m->id.idiag_cookie[1] << 32 | m->id.idiag_cookie[0];
 }

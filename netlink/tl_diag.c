@@ -103,8 +103,10 @@ static int dump_family(struct tl_diag *d, int family, const struct tl_diag_filte
 		len = mnl_socket_recvfrom(d->nl, d->buf, sizeof(d->buf));
 		if (len < 0)
 			return -1;
+		errno = 0;
 		if (d->record != NULL && fwrite(d->buf, 1, len, d->record) != (size_t)len) {
-			errno = EIO;
+			if (errno == 0)
+				errno = EIO;
 			return -1;
 		}
 		ret = tl_decode_run(d->buf, len, seq, d->portid, ctx);

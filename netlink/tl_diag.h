@@ -29,32 +29,28 @@ struct tl_diag_filter {
 	uint16_t dport;		/* 0: any */
 };
 
-/* The tcp_info fields tcplab reads.  `has_info` is 0 when the kernel sent no INET_DIAG_INFO;
- * fields beyond the kernel's (shorter) struct read as 0, `info_len` tells how much it sent. */
+/* The tcp_info fields tcplab reads (sockwatch prints them; add a field here when a program
+ * needs one).  `has_info` is 0 when the kernel sent no INET_DIAG_INFO; fields beyond the
+ * kernel's (shorter) struct read as 0. */
 struct tl_tcpinfo {
-	uint8_t state, ca_state, retransmits, probes, backoff;
-	uint32_t rto_us, ato_us, snd_mss, rcv_mss;
-	uint32_t unacked, lost, retrans, rtt_us, rttvar_us;
-	uint32_t snd_cwnd, total_retrans;
-	uint64_t bytes_acked, bytes_received;
-	uint32_t segs_out, segs_in;
-	uint32_t total_rto, total_rto_recoveries, total_rto_time; /* 6.7+, else 0 */
+	uint8_t backoff;
+	uint32_t rto_us, total_retrans;
+	uint32_t total_rto;	/* 6.7+, else 0 */
 };
 
 struct tl_sock {
 	uint8_t family;		/* AF_INET or AF_INET6 */
 	uint8_t state;		/* enum tl_tcp_state */
-	uint8_t timer;		/* idiag_timer: 0 off, 1 on (retransmit), 2 keepalive, 3 timewait,
-				   4 probe (zero window) */
+	uint8_t timer;		/* idiag_timer: 0 off, 1 on (retransmit, loss probe, RACK
+				   reorder), 2 keepalive, 3 timewait, 4 persist (zero-window probe) */
 	uint8_t retrans;	/* idiag_retrans */
 	struct in6_addr src, dst; /* IPv4 in the first 4 bytes of s6_addr */
 	uint16_t sport, dport;	/* host order */
 	uint32_t expires_ms;	/* idiag_expires, raw */
 	uint32_t rqueue, wqueue;/* idiag_rqueue / idiag_wqueue (LISTEN: accept queue / backlog) */
-	uint32_t uid, inode;
+	uint32_t inode;
 	uint64_t cookie;
 	int has_info;
-	uint32_t info_len;
 	struct tl_tcpinfo info;
 };
 
@@ -71,7 +67,9 @@ void tl_diag_close(struct tl_diag *d);
  * After the replies of each tl_diag_query() an NLMSG_NOOP message marks the end of the sample,
  * so a replay can tell samples apart (one sample holds one dump per family). */
 void tl_diag_record(struct tl_diag *d, FILE *f);
-/* One dump per requested family; `cb` sees every socket that matches.  0 or -1. */
+/* One dump per requested family; `cb` sees every socket that matches.  0 or -1.  When writing
+ * to the record file failed, errno is the write's (ENOSPC, EFBIG...) and ferror(f) is set: the
+ * caller tells a full disk from a failed query by that. */
 int tl_diag_query(struct tl_diag *d, const struct tl_diag_filter *flt, tl_sock_cb cb, void *data);
 /* Decode a buffer of recorded replies: `cb` for each socket, `sample_cb` (may be NULL) at the
  * end of each sample.  Returns the number of samples, or -1: EBADMSG for garbled or truncated
@@ -81,7 +79,8 @@ int tl_diag_replay(const void *buf, size_t len, tl_sock_cb cb, void *data,
 
 /* Names for printing.  Never NULL. */
 const char *tl_state_name(int state);	/* "SYN-SENT", as ss(8) spells states */
-const char *tl_timer_name(int timer);	/* "off", "on", "keepalive", "timewait", "probe" */
+/* ss(8)'s names for idiag_timer: "off", "on", "keepalive", "timewait", "persist", "unknown". */
+const char *tl_timer_name(int timer);
 /* Parse a state name (ss spelling, case-insensitive, also "all") into a mask.  0 or -1. */
 int tl_state_parse(const char *name, uint32_t *mask);
 /* "127.0.0.1:21010" or "[::1]:21010" into buf.  Returns buf. */

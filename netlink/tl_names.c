@@ -15,8 +15,11 @@ static const char *const state_names[TL_STATE_MAX] = {
 	[TL_NEW_SYN_RECV] = "NEW-SYN-RECV",
 };
 
-/* idiag_timer values (net/ipv4/inet_diag.c, inet_sk_diag_fill / inet_twsk_diag_fill). */
-static const char *const timer_names[] = { "off", "on", "keepalive", "timewait", "probe" };
+/* idiag_timer values (net/ipv4/inet_diag.c: inet_sk_diag_fill, inet_twsk_diag_fill,
+ * inet_req_diag_fill), named as ss(8) names them (iproute2 misc/ss.c, tmr_name[]): 4 is
+ * ICSK_TIME_PROBE0, the zero-window probe timer that RFC 1122 (4.2.2.17) calls the persist
+ * timer; ss prints "unknown" for anything above 4. */
+static const char *const timer_names[] = { "off", "on", "keepalive", "timewait", "persist" };
 
 const char *tl_state_name(int state)
 {

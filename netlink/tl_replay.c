@@ -8,8 +8,10 @@ int tl_record_mark(struct tl_diag *d)
 {
 	struct nlmsghdr mark = { .nlmsg_len = sizeof(mark), .nlmsg_type = NLMSG_NOOP };
 
+	errno = 0;
 	if (fwrite(&mark, sizeof(mark), 1, d->record) != 1 || fflush(d->record) != 0) {
-		errno = EIO;
+		if (errno == 0)
+			errno = EIO;	/* the write's own errno (ENOSPC...) when stdio kept it */
 		return -1;
 	}
 	return 0;

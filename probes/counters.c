@@ -3,21 +3,20 @@
  *
  * Reads /proc/thread-self/net/{snmp,netstat}: /proc/net follows the thread-group leader's
  * network namespace, thread-self follows this thread's (the one `ip netns exec` switched).
- * Cheap by design: no fork, no stdio on the hot path, one read() per file, hash lookups, one
- * write() for the whole output.
+ * Cheap by design: no fork, no stdio on the hot path, each file read whole by tl_read_file()
+ * (one open(), read() to the end of file), hash lookups, one write() for the whole output.
  */
+#include "pr_file.h"
 #include "tl_snmp.h"
 #include "tl_cli.h"
 #include "tl_util.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -37,7 +36,7 @@ static struct env {
 	volatile sig_atomic_t stop;
 } env;
 
-/* A growing read buffer, reused for every file. */
+/* A growing buffer: the file read last, then the output (reused for every file). */
 struct buf {
 	char *p;
 	size_t len, cap;
@@ -84,6 +83,8 @@ static void parse_args(int argc, char **argv)
 
 	opterr = 0;
 	while ((opt = getopt(argc, argv, ":S:N:d:a:k:i:c:h")) != -1) {
+		if ((opt == 'S' || opt == 'N' || opt == 'd' || opt == 'a') && optarg[0] == '\0')
+			tl_errx(TL_EXIT_USAGE, "-%c needs a file name", opt);
 		switch (opt) {
 		case 'S': env.snmp = optarg; break;
 		case 'N': env.netstat = optarg; break;
@@ -129,57 +130,28 @@ static int buf_grow(struct buf *b)
 	return 0;
 }
 
-/* Fill b from fd.  From a regular file (procfs ones included) a short read means end of file,
- * so a /proc file costs one read(); pipes are read until read() returns 0. */
-static int read_fd(int fd, int regular, struct buf *b)
-{
-	size_t want;
-	ssize_t n;
-
-	for (;;) {
-		if (b->len == b->cap && buf_grow(b) < 0)
-			return -1;
-		want = b->cap - b->len;
-		n = read(fd, b->p + b->len, want);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -1;
-		b->len += (size_t)n;
-		if (n == 0 || (regular && (size_t)n < want))
-			return 0;
-	}
-}
-
-/* The whole of path in b.  Returns -1 with errno. */
-static int read_file(const char *path, struct buf *b)
-{
-	struct stat st;
-	int fd = -1, ret = -1, saved;
-
-	b->len = 0;
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -1;
-	if (fstat(fd, &st) == 0 && read_fd(fd, S_ISREG(st.st_mode), b) == 0)
-		ret = 0;
-	saved = errno;
-	close(fd);
-	errno = saved;
-	return ret;
-}
-
 /* Parse path into s, as /proc text (snapshot = 0) or as a saved snapshot.  A file that yields
  * no counter is an error: an empty set would report every counter as missing. */
 static int load(struct tl_snmp *s, const char *path, int snapshot, struct buf *b)
 {
-	size_t n0 = s->n, refused0 = s->refused;
+	size_t n0 = s->n, refused0 = s->refused, len;
+	char *p;
 	int r;
 
-	if (read_file(path, b) < 0) {
-		tl_warn("%s", path);
+	/* a file the user named must be a regular one (a FIFO would block, /dev/zero never end);
+	 * the probe's own /proc files need no stat() on each sample */
+	if (strcmp(path, SNMP_PATH) == 0 || strcmp(path, NETSTAT_PATH) == 0)
+		r = tl_read_file(path, BUF_MAX, &p, &len);
+	else
+		r = pr_read_file(path, BUF_MAX, &p, &len);
+	if (r < 0) {
+		tl_warnx("%s: %s", path, pr_strerror(errno));
 		return -1;
 	}
+	free(b->p);		/* b now holds the file; the output reuses it */
+	b->p = p;
+	b->len = len;
+	b->cap = len + 1;
 	/* counters ends every snapshot line with a newline: without one the file was cut short,
 	 * and a delta against it would call every counter after the cut only-now */
 	if (snapshot && b->len > 0 && b->p[b->len - 1] != '\n') {

@@ -3,25 +3,27 @@
  *
  * Sysctls are read from /proc/sys, so per-namespace ones (most of net.ipv4.tcp_*) are those of
  * the namespace the probe runs in.  CONFIG_HZ comes from /boot/config-RELEASE or, failing that,
- * /proc/config.gz, which common/tl_gunzip.c inflates (RFC 1951/1952, after zlib's contrib/puff)
- * so that the probe needs no library and links statically into a busybox guest.
+ * /proc/config.gz, which zlib inflates (libz.a, linked statically so that the QEMU guest's
+ * initramfs needs no libz.so).  The parsers are in probes/lib/pr_machine.c.
+ *
+ * The output is built in memory and written at the end: a run that fails prints nothing.
  */
-#include "tl_gunzip.h"
+#include "pr_file.h"
+#include "pr_machine.h"
 #include "tl_cli.h"
 #include "tl_util.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 
-#define FILE_MAX	(4 * 1024 * 1024)	/* a kernel config is ~250 KiB */
+#define VALUE_MAX	(64 * 1024)		/* a sysctl or uname file: a few bytes */
 
 static struct env {
 	const char *root;	/* -r: prefix for every file read; NULL: the live system */
@@ -46,12 +48,6 @@ static const char *const sysctls[] = {
 	"net/ipv4/tcp_tw_reuse",
 	"net/ipv4/tcp_max_tw_buckets",
 	"net/ipv4/tcp_ehash_entries",		/* 6.1+; < 0: shared with the host */
-};
-
-/* Bytes read from a file or inflated: malloc'd, with a NUL after the last byte. */
-struct blob {
-	unsigned char *p;
-	size_t len, cap;
 };
 
 static void usage(void)
@@ -80,236 +76,173 @@ static void parse_args(int argc, char **argv)
 		tl_errx(TL_EXIT_USAGE, "unexpected argument '%s' (-h for help)", argv[optind]);
 	if (env.root != NULL && env.root[0] == '\0')
 		tl_errx(TL_EXIT_USAGE, "-r needs a directory");
-}
+	if (env.root != NULL) {	/* else every file would be "absent": a typo must not pass */
+		struct stat st;
 
-static int blob_reserve(struct blob *b, size_t more, size_t max)
-{
-	size_t cap = b->cap ? b->cap : 4096;
-	unsigned char *p;
-
-	if (b->len + more + 1 <= b->cap)
-		return 0;
-	if (b->len + more + 1 > max + 1) {
-		errno = EFBIG;
-		return -1;
+		if (stat(env.root, &st) < 0)
+			tl_err(1, "-r %s", env.root);
+		if (!S_ISDIR(st.st_mode))
+			tl_errx(1, "-r %s: not a directory", env.root);
 	}
-	while (cap < b->len + more + 1)
-		cap *= 2;
-	p = realloc(b->p, cap);
-	if (p == NULL)
-		return -1;
-	b->p = p;
-	b->cap = cap;
-	return 0;
 }
 
-/* The whole of path (under env.root) into b, NUL-terminated.  Returns -1 with errno. */
-static int slurp(const char *path, struct blob *b)
-{
-	char full[PATH_MAX];
-	int fd = -1, ret = -1, saved;
-	ssize_t n;
 
-	b->len = 0;
-	if (snprintf(full, sizeof(full), "%s%s", env.root ? env.root : "", path) >= (int)sizeof(full)) {
+/* The whole of path (under -r DIR: full gets the name read) in *buf (malloc'd, NUL after the
+ * data); -1 with errno. */
+static int read_in(const char *path, char full[PATH_MAX], size_t max, char **buf, size_t *len)
+{
+	*buf = NULL;
+	if (snprintf(full, PATH_MAX, "%s%s", env.root ? env.root : "", path) >= PATH_MAX) {
+		snprintf(full, PATH_MAX, "%s", path);
 		errno = ENAMETOOLONG;
 		return -1;
 	}
-	fd = open(full, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
+	return pr_read_file(full, max, buf, len);
+}
+
+/* path's contents as one line (pr_one_line) in *val, malloc'd.  0; -1 with errno when it
+ * cannot be read (full: the name tried); -2 after one line on stderr when it is not one line
+ * (one word) of text. */
+static int read_value(const char *path, char full[PATH_MAX], int word, char **val)
+{
+	size_t len;
+
+	if (read_in(path, full, VALUE_MAX, val, &len) < 0)
 		return -1;
-	for (;;) {
-		if (blob_reserve(b, 4096, FILE_MAX) < 0)
-			break;
-		n = read(fd, b->p + b->len, b->cap - b->len - 1);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0) {
-			ret = n == 0 ? 0 : -1;
-			break;
-		}
-		b->len += (size_t)n;
+	if (pr_one_line(*val, len, word) < 0) {
+		tl_warnx("%s: %s", full, word ? "not one word on one line" : "not one line of text");
+		free(*val);
+		*val = NULL;
+		return -2;
 	}
-	saved = errno;
-	close(fd);
-	errno = saved;
-	if (ret == 0)
-		b->p[b->len] = '\0';
-	return ret;
+	return 0;
 }
 
-/* One printable line: whitespace runs (a tab in ip_local_port_range, the final newline) become
- * one space, control bytes become '?', ends are trimmed. */
-static char *one_line(struct blob *b)
+/* CONFIG_HZ from /proc/config.gz; 0, or -1 after one warning line (none when the kernel has no
+ * config.gz). */
+static int hz_from_config_gz(long long *hz)
 {
-	char *s = (char *)b->p, *w = s;
-	size_t i;
-
-	for (i = 0; i < b->len; i++) {
-		unsigned char c = b->p[i];
-
-		if (c == ' ' || c == '\t' || c == '\n' || c == '\r') {
-			if (w != s && w[-1] != ' ')
-				*w++ = ' ';
-		} else {
-			*w++ = c < 0x20 || c == 0x7f ? '?' : (char)c;
-		}
-	}
-	if (w != s && w[-1] == ' ')
-		w--;
-	*w = '\0';
-	return s;
-}
-
-/* ---- what the probe prints ---- */
-
-/* CONFIG_HZ=<n> at the start of a line of a kernel config. */
-static int find_hz(const struct blob *config, long long *hz)
-{
-	const char *key = "CONFIG_HZ=", *p = (const char *)config->p;
-	const char *end = p + config->len, *nl;
-	char num[16];
-	size_t n;
-
-	for (; p < end; p = nl + 1) {
-		nl = memchr(p, '\n', (size_t)(end - p));
-		if (nl == NULL)
-			nl = end;
-		n = (size_t)(nl - p);
-		if (n <= strlen(key) || strncmp(p, key, strlen(key)) != 0)
-			continue;
-		n -= strlen(key);
-		if (n >= sizeof(num))
-			break;
-		memcpy(num, p + strlen(key), n);
-		num[n] = '\0';
-		return tl_parse_ll(num, 1, 100000, hz);
-	}
-	errno = ENOENT;
-	return -1;
-}
-
-/* CONFIG_HZ from /proc/config.gz (read into b); 0, or -1 after one warning line (none when
- * the kernel has no config.gz). */
-static int hz_from_config_gz(struct blob *b, long long *hz)
-{
-	struct blob text = { NULL, 0, 0 };
-	char *inflated;
+	char full[PATH_MAX], *gz, *text;
+	size_t len, tlen;
 	int ret = -1;
 
-	if (slurp("/proc/config.gz", b) < 0) {
+	if (read_in("/proc/config.gz", full, PR_CONFIG_MAX, &gz, &len) < 0) {
 		if (errno != ENOENT)
-			tl_warn("/proc/config.gz");
+			tl_warnx("/proc/config.gz: %s", pr_strerror(errno));
 		return -1;
 	}
-	if (tl_gunzip(b->p, b->len, TL_GUNZIP_MAX, &inflated, &text.len) < 0) {
+	if (pr_gunzip(gz, len, PR_CONFIG_MAX, &text, &tlen) < 0) {
 		tl_warnx("/proc/config.gz: %s", errno == EINVAL ? "not valid gzip data" : strerror(errno));
-		return -1;
+	} else {
+		if (pr_find_hz(text, tlen, hz) == 0)
+			ret = 0;
+		else
+			tl_warnx("/proc/config.gz: no valid CONFIG_HZ line");
+		free(text);
 	}
-	text.p = (unsigned char *)inflated;
-	if (find_hz(&text, hz) == 0)
-		ret = 0;
-	else
-		tl_warnx("/proc/config.gz: no valid CONFIG_HZ line");
-	free(inflated);
+	free(gz);
 	return ret;
 }
 
 /* hz= and the file it came from: /boot/config-RELEASE, else /proc/config.gz. */
-static void print_hz(const char *release, struct blob *b)
+static void print_hz(FILE *out, const char *release)
 {
-	char path[PATH_MAX];
+	char path[PATH_MAX], full[PATH_MAX], *config = NULL;
 	long long hz;
+	size_t len;
+	int found;
 
 	snprintf(path, sizeof(path), "/boot/config-%s", release);
-	if (strchr(release, '/') == NULL && slurp(path, b) == 0 && find_hz(b, &hz) == 0)
-		printf("hz=%lld source=%s\n", hz, path);
-	else if (hz_from_config_gz(b, &hz) == 0)
-		printf("hz=%lld source=/proc/config.gz\n", hz);
+	found = strchr(release, '/') == NULL &&
+		read_in(path, full, PR_CONFIG_MAX, &config, &len) == 0 &&
+		pr_find_hz(config, len, &hz) == 0;
+	free(config);
+	if (found)
+		fprintf(out, "hz=%lld source=%s\n", hz, path);
+	else if (hz_from_config_gz(&hz) == 0)
+		fprintf(out, "hz=%lld source=/proc/config.gz\n", hz);
 	else
-		printf("hz=unknown source=none\n");
+		fprintf(out, "hz=unknown source=none\n");
 }
 
-/* A CPU number at *p, which moves past it; -1 when there is none. */
-static int cpu_number(const char **p, long *v)
+static void print_nproc(FILE *out)
 {
-	const char *s = *p;
-	long n = 0;
-
-	if (*s < '0' || *s > '9')
-		return -1;
-	for (; *s >= '0' && *s <= '9'; s++) {
-		if (n > 1000000)
-			return -1;
-		n = n * 10 + (*s - '0');
-	}
-	*p = s;
-	*v = n;
-	return 0;
-}
-
-/* Online CPUs from a cpu list like "0-3,6,8-9"; -1 when it is not one. */
-static long count_cpus(const char *list)
-{
-	long a, b, n = 0;
-
-	do {
-		if (cpu_number(&list, &a) < 0)
-			return -1;
-		b = a;
-		if (*list == '-') {
-			list++;
-			if (cpu_number(&list, &b) < 0 || b < a)
-				return -1;
-		}
-		n += b - a + 1;
-	} while (*list++ == ',');
-	return list[-1] == '\0' ? n : -1;
-}
-
-static void print_nproc(struct blob *b)
-{
+	char full[PATH_MAX], *list = NULL;
+	size_t len;
 	long n = -1;
 
 	if (env.root == NULL)
 		n = sysconf(_SC_NPROCESSORS_ONLN);
-	else if (slurp("/sys/devices/system/cpu/online", b) == 0)
-		n = count_cpus(one_line(b));
+	else if (read_in("/sys/devices/system/cpu/online", full, VALUE_MAX, &list, &len) == 0 &&
+		 pr_one_line(list, len, 1) == 0)
+		n = pr_count_cpus(list);
+	free(list);
 	if (n > 0)
-		printf("nproc=%ld\n", n);
+		fprintf(out, "nproc=%ld\n", n);
 	else
-		printf("nproc=unknown\n");
+		fprintf(out, "nproc=unknown\n");
 }
 
-/* kernel=, version=, machine=: uname(2) live, DIR/proc/sys/kernel/... under -r.  release gets
- * the kernel release for the /boot/config-RELEASE lookup. */
-static int print_uname(struct blob *b, char *release, size_t size)
+/* kernel=, version=, machine=: uname(2) live, DIR/proc/sys/kernel/... under -r; "unknown" for
+ * a file that is absent or empty.  kernel= and machine= must be one word, version= one line
+ * (readers split kernel= lines at blanks: tcplab.read_machine).  release gets the kernel
+ * release for the /boot/config-RELEASE lookup.  -1 after one line on stderr. */
+static int print_uname(FILE *out, char *release, size_t size)
 {
 	static const char *const keys[3] = { "kernel", "version", "machine" };
 	static const char *const files[3] = { "/proc/sys/kernel/osrelease",
 		"/proc/sys/kernel/version", "/proc/sys/kernel/arch" };
 	struct utsname u;
-	const char *v[3];
-	int i;
+	char full[PATH_MAX], *v = NULL;
+	int i, r, word, fatal;
 
-	if (env.root == NULL && uname(&u) < 0)
+	if (env.root == NULL && uname(&u) < 0) {
+		tl_warn("uname");
 		return -1;
+	}
 	for (i = 0; i < 3; i++) {
-		if (env.root == NULL)
-			v[i] = i == 0 ? u.release : i == 1 ? u.version : u.machine;
-		else
-			v[i] = slurp(files[i], b) == 0 && *one_line(b) != '\0' ? (char *)b->p : "unknown";
-		printf("%s=%s\n", keys[i], v[i]);
+		word = i != 1;
+		fatal = 0;
+		if (env.root != NULL) {
+			r = read_value(files[i], full, word, &v);
+			if (r == -1 && errno != ENOENT) {
+				tl_warnx("%s: %s", full, pr_strerror(errno));
+				fatal = 1;
+			}
+		} else {
+			v = strdup(i == 0 ? u.release : i == 1 ? u.version : u.machine);
+			if (v == NULL) {
+				tl_warn("uname");
+				return -1;
+			}
+			r = pr_one_line(v, strlen(v), word) == 0 ? 0 : -2;
+			if (r == -2)
+				tl_warnx("uname: the %s is not one %s", keys[i], word ? "word" : "line");
+		}
+		if (fatal || r == -2) {
+			free(v);
+			return -1;
+		}
+		if (r < 0 || v[0] == '\0') {
+			free(v);
+			v = NULL;
+		}
+		fprintf(out, "%s=%s\n", keys[i], v ? v : "unknown");
 		if (i == 0)
-			snprintf(release, size, "%s", v[0]);
+			snprintf(release, size, "%s", v ? v : "unknown");
+		free(v);
+		v = NULL;
 	}
 	return 0;
 }
 
-static void print_sysctls(struct blob *b)
+/* sysctl NAME=VALUE lines: absent, or unreadable with the errno; -1 after one line on stderr
+ * when a value is not one line of text. */
+static int print_sysctls(FILE *out)
 {
-	char name[128], path[160];
+	char name[128], path[160], full[PATH_MAX], *v;
 	size_t i, k;
+	int r;
 
 	for (i = 0; i < sizeof(sysctls) / sizeof(sysctls[0]); i++) {
 		snprintf(name, sizeof(name), "%s", sysctls[i]);
@@ -317,36 +250,52 @@ static void print_sysctls(struct blob *b)
 			if (name[k] == '/')
 				name[k] = '.';
 		snprintf(path, sizeof(path), "/proc/sys/%s", sysctls[i]);
-		if (slurp(path, b) == 0)
-			printf("sysctl %s=%s\n", name, one_line(b));
+		r = read_value(path, full, 0, &v);
+		if (r == -2)
+			return -1;
+		if (r == 0)
+			fprintf(out, "sysctl %s=%s\n", name, v);
 		else if (errno == ENOENT)
-			printf("sysctl %s=absent\n", name);
+			fprintf(out, "sysctl %s=absent\n", name);
 		else
-			printf("sysctl %s=unreadable errno=%s\n", name, tl_errno_name(errno));
+			fprintf(out, "sysctl %s=unreadable errno=%s\n", name, tl_errno_name(errno));
+		free(v);
 	}
+	return 0;
 }
 
 int main(int argc, char **argv)
 {
-	struct blob b = { NULL, 0, 0 };
-	char release[256];
+	char release[256], *text = NULL;
+	size_t len = 0;
+	FILE *out;
 	int status = 1;
 
 	tl_set_progname(argv[0]);
 	parse_args(argc, argv);
-	if (print_uname(&b, release, sizeof(release)) < 0) {
-		tl_warn("uname");
+	out = open_memstream(&text, &len);
+	if (out == NULL)
+		tl_err(1, "open_memstream");
+	if (print_uname(out, release, sizeof(release)) < 0)
+		goto cleanup;
+	print_hz(out, release);
+	print_nproc(out);
+	if (print_sysctls(out) < 0)
+		goto cleanup;
+	if (fclose(out) != 0) {
+		out = NULL;
+		tl_warn("output");
 		goto cleanup;
 	}
-	print_hz(release, &b);
-	print_nproc(&b);
-	print_sysctls(&b);
-	if (fflush(stdout) == EOF || ferror(stdout)) {
+	out = NULL;
+	if (fwrite(text, 1, len, stdout) != len || fflush(stdout) == EOF || ferror(stdout)) {
 		tl_warn("stdout");
 		goto cleanup;
 	}
 	status = 0;
 cleanup:
-	free(b.p);
+	if (out != NULL)
+		fclose(out);
+	free(text);
 	return status;
 }

@@ -5,6 +5,7 @@
  * retransmit count.  The fields are the kernel's own: idiag_timer, idiag_expires (raw ms),
  * idiag_retrans, idiag_rqueue/wqueue, and tcp_info's backoff/rto/total_retrans.
  */
+#include "pr_file.h"
 #include "tl_diag.h"
 #include "tl_cli.h"
 #include "tl_util.h"
@@ -187,6 +188,8 @@ static void parse_args(int argc, char **argv)
 
 	opterr = 0;	/* one line of our own on a bad option, not getopt's plus the usage */
 	while ((opt = getopt(argc, argv, ":1ae46hi:s:p:P:d:w:r:R:")) != -1) {
+		if ((opt == 'r' || opt == 'R') && optarg[0] == '\0')
+			tl_errx(TL_EXIT_USAGE, "-%c needs a file name", opt);
 		switch (opt) {
 		case '1': env.once = 1; break;
 		case 'a': env.all = 1; break;
@@ -240,6 +243,15 @@ static int done(void)
 	return env.exit_when_gone && env.seen_any && env.prev.n == 0;
 }
 
+/* One line for a failed tl_diag_query(): the record file's write, or the query itself. */
+static void query_failed(FILE *rec)
+{
+	if (rec != NULL && ferror(rec))
+		tl_warn("%s: cannot write the record", env.record);
+	else
+		tl_warn("sock_diag query%s", errno == ENOENT ? " (is the tcp_diag module loaded?)" : "");
+}
+
 static int run_live(void)
 {
 	struct tl_diag *d = tl_diag_open();
@@ -251,9 +263,12 @@ static int run_live(void)
 		return -1;
 	}
 	if (env.record != NULL) {
-		rec = fopen(env.record, "ae");
-		if (rec == NULL) {
-			tl_warn("%s", env.record);
+		int fd = pr_open_append(env.record);
+
+		if (fd < 0 || (rec = fdopen(fd, "a")) == NULL) {
+			tl_warnx("%s: %s", env.record, pr_strerror(errno));
+			if (fd >= 0)
+				close(fd);
 			goto cleanup;
 		}
 		tl_diag_record(d, rec);
@@ -262,8 +277,7 @@ static int run_live(void)
 	for (;;) {
 		env.now_ns = tl_now_ns();
 		if (tl_diag_query(d, &env.flt, collect, &env.cur) < 0) {
-			tl_warn("sock_diag query%s", errno == ENOENT ?
-				" (is the tcp_diag module loaded?)" : "");
+			query_failed(rec);
 			goto cleanup;
 		}
 		if (env.sample_no == 0 && !env.once)
@@ -279,7 +293,7 @@ static int run_live(void)
 cleanup:
 	tl_diag_close(d);
 	if (rec != NULL && fclose(rec) != 0 && ret == 0) {
-		tl_warn("%s", env.record);
+		tl_warn("%s: cannot write the record", env.record);
 		ret = -1;
 	}
 	return ret;
@@ -291,8 +305,8 @@ static int run_replay(void)
 	size_t len;
 	int n;
 
-	if (tl_read_file(env.replay, 256u << 20, &buf, &len) < 0) {
-		tl_warn("%s", env.replay);
+	if (pr_read_file(env.replay, 256u << 20, &buf, &len) < 0) {
+		tl_warnx("%s: %s", env.replay, pr_strerror(errno));
 		return -1;
 	}
 	n = tl_diag_replay(buf, len, collect, &env.cur, end_sample, NULL);
@@ -324,6 +338,10 @@ int main(int argc, char **argv)
 	free(env.cur.s);
 	if (ret < 0)
 		return 1;
+	if (fflush(stdout) == EOF || ferror(stdout)) {
+		tl_warn("stdout");
+		return 1;
+	}
 	if (env.once && env.wait_ms && !env.seen_any)
 		return 1;	/* waited, nothing matched */
 	return 0;

@@ -228,16 +228,64 @@ def test_nproc_from_cpu_list(bindir, tree, text, want):
 
 # ---- options ----
 
-@pytest.mark.parametrize("args", [["-x"], ["-r"], ["-r", ""], ["extra"]], ids=str)
-def test_bad_usage_exits_2_one_line(bindir, args):
-    r = run(bindir, *args)
-    assert r.returncode == 2
-    assert r.stdout == ""
-    assert len(r.stderr.splitlines()) == 1 and r.stderr.startswith("machine: ")
-
+# bad options and arguments: tests/test_badinput_probes.py (exit 2, one line)
 
 def test_help_matches_docs(bindir):
     r = run(bindir, "-h")
     assert r.returncode == 0 and r.stdout.startswith("usage: machine ")
     with open(os.path.join(TOP, "docs", "machine.md")) as f:
         assert r.stdout in f.read()
+
+
+# ---- refused trees and values (issue 14 item 7) ----
+
+def refused(r, word):
+    """Nothing on stdout, one line on stderr holding word, exit 1."""
+    assert (r.returncode, r.stdout) == (1, ""), (r.returncode, r.stdout, r.stderr)
+    assert len(r.stderr.splitlines()) == 1 and word in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("where", ["nonexistent", "file"])
+def test_root_must_be_a_directory(bindir, tmp_path, where):
+    root = tmp_path / "nope"
+    if where == "file":
+        root.write_text("x\n")
+    r = run(bindir, "-r", str(root))
+    refused(r, str(root))
+
+
+# (file under the tree, its bytes): each would add a line or a key=value field to the output
+INJECTIONS = {
+    "osrelease-newline": ("proc/sys/kernel/osrelease", b"6.1.0\nhz=1000 source=/evil\n"),
+    "osrelease-blank": ("proc/sys/kernel/osrelease", b"6.1.0 nproc=64\n"),
+    "osrelease-cr": ("proc/sys/kernel/osrelease", b"6.1.0\rhz=1\n"),
+    "arch-newline": ("proc/sys/kernel/arch", b"x86_64\nnproc=64\n"),
+    "version-newline": ("proc/sys/kernel/version", b"#1 SMP\nkernel=evil\n"),
+    "version-nul": ("proc/sys/kernel/version", b"#1 SMP\0kernel=evil\n"),
+    "sysctl-newline": ("proc/sys/net/ipv4/tcp_syn_retries", b"6\nsysctl net.core.somaxconn=1\n"),
+    "sysctl-escape": ("proc/sys/net/ipv4/tcp_syn_retries", b"6\x1b[2J\n"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(INJECTIONS))
+def test_value_that_is_not_one_line_is_refused(bindir, tree, name):
+    rel, data = INJECTIONS[name]
+    (tree / rel).write_bytes(data)
+    r = run(bindir, "-r", str(tree))
+    refused(r, os.path.join(str(tree), rel))
+
+
+def test_version_blanks_fold_into_one_space(bindir, tree):
+    (tree / "proc/sys/kernel/version").write_bytes(b"#1  SMP\tPREEMPT \n")
+    info, _, r = machine(bindir, "-r", str(tree))
+    assert info["version"] == "#1 SMP PREEMPT" and r.stderr == ""
+
+
+@pytest.mark.parametrize("kind", ["fifo", "directory"])
+def test_special_file_in_the_tree_is_refused_without_blocking(bindir, tree, kind):
+    path = tree / "proc/sys/kernel/osrelease"
+    path.unlink()
+    os.mkfifo(path) if kind == "fifo" else path.mkdir()
+    r = subprocess.run([os.path.join(bindir, "machine"), "-r", str(tree)], capture_output=True,
+                       text=True, timeout=5)
+    refused(r, str(path))

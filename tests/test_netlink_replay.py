@@ -155,3 +155,69 @@ def test_bad_records_fail_with_one_line(bindir, tmp_path, name, data, message):
 def test_missing_file(bindir, tmp_path):
     r, _ = replay(bindir, str(tmp_path / "nope.bin"))
     assert r.returncode == 1 and "nope.bin" in r.stderr and len(r.stderr.splitlines()) == 1
+
+
+# ---- timer names: ss(8)'s (iproute2 misc/ss.c tmr_name[]) ------------------------------------
+
+@pytest.mark.parametrize("timer,name", [(0, "off"), (1, "on"), (2, "keepalive"), (3, "timewait"),
+                                        (4, "persist"), (5, "unknown"), (255, "unknown")])
+def test_timer_names_are_ss_names(bindir, tmp_path, timer, name):
+    r, rows = replay(bindir, write(tmp_path, "d.bin", dump(diag_msg(timer=timer))), "-1")
+    assert r.returncode == 0, r.stderr
+    assert rows[0]["timer"] == name
+
+
+def test_zero_window_sender_is_persist(bindir):
+    """A receiver that never reads (record.sh): the sender's ICSK_TIME_PROBE0, which ss shows as
+    timer:(persist,...), with what it could not send in Send-Q; idiag_retrans counts the
+    zero-window probes (icsk_probes_out) and goes up."""
+    r, rows = replay(bindir, os.path.join(NL, "persist.bin"))
+    assert r.returncode == 0, r.stderr
+    assert rows and all(x["state"] == "ESTAB" and x["timer"] == "persist" for x in rows)
+    assert all(int(x["wq"]) > 0 and x["peer"] == "127.0.0.1:21030" for x in rows)
+    probes = [int(x["retrans"]) for x in rows]
+    assert probes == sorted(probes) and probes[-1] > probes[0]
+
+
+# ---- record files: a failed write names the file, not the query -------------------------------
+
+def live(bindir, *args, **kw):
+    return subprocess.run([os.path.join(bindir, "sockwatch"), "-1", *args], capture_output=True,
+                          text=True, timeout=10, **kw)
+
+
+def test_record_to_dev_full_names_the_file(bindir):
+    r = live(bindir, "-r", "/dev/full")
+    assert r.returncode == 1
+    assert r.stderr.splitlines() == ["sockwatch: /dev/full: cannot write the record: "
+                                     "No space left on device"], r.stderr
+
+
+def test_record_past_the_file_size_limit_names_the_file(bindir, tmp_path):
+    import resource
+    import signal
+
+    def limit():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)   # write() then fails with EFBIG
+        resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0))
+    path = tmp_path / "rec.bin"
+    r = live(bindir, "-r", str(path), preexec_fn=limit)
+    assert r.returncode == 1
+    assert r.stderr.splitlines() == [f"sockwatch: {path}: cannot write the record: "
+                                     "File too large"], r.stderr
+
+
+def test_record_to_a_fifo_is_refused_without_blocking(bindir, tmp_path):
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    r = live(bindir, "-r", str(fifo))
+    assert r.returncode == 1 and r.stderr == f"sockwatch: {fifo}: not a regular file\n"
+
+
+def test_record_and_replay_round_trip(bindir, tmp_path):
+    path = tmp_path / "rec.bin"
+    r = live(bindir, "-4", "-r", str(path))
+    assert r.returncode == 0, r.stderr
+    r2, rows = replay(bindir, str(path), "-1")
+    assert r2.returncode == 0, r2.stderr
+    assert [x["inode"] for x in rows] == [kv(x)["inode"] for x in r.stdout.splitlines()]

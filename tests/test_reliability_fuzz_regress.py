@@ -41,13 +41,15 @@ def runs_for(target, path, data, bindir, tmp_path):
     if target == "fuzz_snmp":
         return [[prog("counters"), "-S", path], [prog("counters"), "-N", path],
                 [prog("counters"), "-d", path, "-a", path]]
-    if target == "fuzz_gunzip":
-        return [[prog("machine"), "-r", machine_tree(tmp_path, **{"proc/config.gz": data})]]
     if target == "fuzz_machine":
-        tree = machine_tree(tmp_path, **{
+        tree = machine_tree(tmp_path / "boot", **{
             "proc/sys/kernel/osrelease": b"fuzz\n", "boot/config-fuzz": data,
             "sys/devices/system/cpu/online": data, "proc/sys/net/ipv4/tcp_syn_retries": data})
-        return [[prog("machine"), "-r", tree]]
+        gz = machine_tree(tmp_path / "gz", **{"proc/config.gz": data})
+        value = machine_tree(tmp_path / "value", **{"proc/sys/kernel/osrelease": data,
+                                                    "proc/sys/kernel/version": data})
+        return [[prog("machine"), "-r", tree], [prog("machine"), "-r", gz],
+                [prog("machine"), "-r", value]]
     if target == "fuzz_args":
         w = argv_word(data)
         return [[prog("sockwatch"), "-R", "/dev/null", "-p", w],

@@ -1,29 +1,46 @@
-/* fuzz_machine — the machine probe's parsers of files it reads (probes/machine.c, included so
- * its static functions are reachable): a CPU list (/sys/devices/system/cpu/online), a kernel
- * config (CONFIG_HZ=), and the one-line cleanup of a sysctl value.  Seeds: the files of
- * tests/data/proc/root-6.1. */
+/* fuzz_machine — the machine probe's parsers (probes/lib/pr_machine.h) on the bytes of a file it
+ * reads: a kernel config (CONFIG_HZ=), the same bytes inflated by zlib as /proc/config.gz is, a
+ * CPU list (/sys/devices/system/cpu/online) and the one-line check of a value (osrelease, a
+ * sysctl).  Seeds: the files of tests/data/proc/root-6.1, and the proc files gzip'ed with stored,
+ * fixed and dynamic blocks and every header flag (seeds.py).  The output limit is 1 MiB here,
+ * so that gzip bombs stay fast. */
+#include "pr_machine.h"
+
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-int machine_main(int argc, char **argv);
-
-#define main machine_main
-#include "../../probes/machine.c"
-#undef main
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	struct blob b = { NULL, 0, 0 };
+	char *s = malloc(size + 1), *out;
 	long long hz;
+	size_t len;
+	long n;
 
-	if (blob_reserve(&b, size, FILE_MAX) < 0)
+	if (s == NULL)
 		return 0;
-	memcpy(b.p, data, size);
-	b.len = size;
-	b.p[size] = '\0';
-	(void)find_hz(&b, &hz);
-	(void)count_cpus(one_line(&b));
-	free(b.p);
+	memcpy(s, data, size);
+	s[size] = '\0';
+	if (pr_find_hz(s, size, &hz) == 0 && (hz < 1 || hz > 100000))
+		abort();
+	if (pr_one_line(s, size, 0) == 0 && (strchr(s, '\n') != NULL || strchr(s, '\t') != NULL))
+		abort();	/* the promise: one line, blanks folded */
+	if (pr_one_line(s, strlen(s), 1) == 0 && strchr(s, ' ') != NULL)
+		abort();
+	n = pr_count_cpus(s);
+	if (n == 0 || n < -1)
+		abort();
+	free(s);
+	if (pr_gunzip(data, size, 1u << 20, &out, &len) == 0) {
+		if (out[len] != '\0' || len > 1u << 20)	/* the contract: a NUL after the data */
+			abort();
+		(void)pr_find_hz(out, len, &hz);
+		free(out);
+	} else if (out != NULL) {
+		abort();
+	}
 	return 0;
 }

@@ -50,6 +50,7 @@ def deflate(data, level=9, strategy=zlib.Z_DEFAULT_STRATEGY):
 
 
 def gunzip_seeds():
+    """What machine inflates as /proc/config.gz: every deflate block type, every header flag."""
     for path in proc_files() + glob.glob(os.path.join(PROC, "root-6.1", "boot", "*")):
         data = open(path, "rb").read()
         base = os.path.basename(path)
@@ -67,12 +68,12 @@ def seeds():
     snmp = [(os.path.basename(p), open(p, "rb").read()) for p in proc_files()]
     snaps = [(n + ".snapshot", snapshot(d.decode("latin-1"))) for n, d in snmp]
     yield "fuzz_snmp", snmp + [s for s in snaps if s[1]]
-    yield "fuzz_gunzip", gunzip_seeds()
     root = [p for p in glob.glob(os.path.join(PROC, "root-6.1", "**"), recursive=True)
             if os.path.isfile(p)]
     machine = [(os.path.relpath(p, PROC).replace("/", "_"), open(p, "rb").read()) for p in root]
-    machine += [("cpus-list", b"0-3,6,8-9\n"), ("cpus-one", b"0\n"), ("hz", b"CONFIG_HZ=250\n")]
-    yield "fuzz_machine", machine
+    machine += [("cpus-list", b"0-3,6,8-9\n"), ("cpus-one", b"0\n"), ("hz", b"CONFIG_HZ=250\n"),
+                ("osrelease-two-lines", b"6.1\nhz=1000\n"), ("version-tabs", b"#1 SMP\t x\n")]
+    yield "fuzz_machine", machine + list(gunzip_seeds())
     words = ["0", "1", "65535", "65536", "-1", "abc", "80x", " 5", "+5", "",
              "9223372036854775807", "-9223372036854775808", "99999999999999999999",
              "syn-sent", "SYN-RECV", "all", "listen", "time-wait", "estab"]

@@ -3,6 +3,9 @@
 #   listen-estab.bin   a listener (backlog 8) that never accepts + one connection: LISTEN Recv-Q 1
 #                      Send-Q 8 and both ESTAB ends, IPv4; plus a listener on [::1]:21020
 #   synsent.bin        samples of a SYN-SENT socket to a full listener across 2 retransmissions
+#   persist.bin        samples of a connection whose receiver never reads (SO_RCVBUF 4096): its
+#                      window closes, and the sender's zero-window probe timer (idiag_timer 4,
+#                      ss's "persist") runs while Send-Q holds what it could not send
 # The tests assert what these scenarios must show, so a re-recording on any kernel still passes.
 set -eu
 top=$(cd "$(dirname "$0")/../../.." && pwd)
@@ -21,11 +24,28 @@ wait_ready /tmp/rec-l1.$$ '^ready'
 wait_ready /tmp/rec-l2.$$ '^ready'
 run "$bin/connect_block" -p 21010 -H > /tmp/rec-c.$$ &
 wait_ready /tmp/rec-c.$$ '^holding'
-rm -f "$out/listen-estab.bin" "$out/synsent.bin"
+rm -f "$out/listen-estab.bin" "$out/synsent.bin" "$out/persist.bin"
 run "$bin/sockwatch" -1 -r "$out/listen-estab.bin" > /dev/null
 
 run "$bin/listener" -p 21013 -m full > /tmp/rec-l3.$$ &
 wait_ready /tmp/rec-l3.$$ '^ready'
 run "$bin/connect_block" -p 21013 -s 2 > /dev/null &
 run "$bin/sockwatch" -4 -s syn-sent -p 21013 -i 500000 -d 2600 -r "$out/synsent.bin" > /dev/null
+run python3 -c '
+import socket, sys, time
+ls = socket.socket()
+ls.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+ls.bind(("127.0.0.1", 21030)); ls.listen(1)
+c = socket.create_connection(("127.0.0.1", 21030))
+s, _ = ls.accept()                      # never reads: its window closes
+c.setblocking(False)
+try:
+    while True:
+        c.send(b"x" * 65536)
+except BlockingIOError:
+    pass
+print("filled", flush=True)
+time.sleep(30)' > /tmp/rec-zw.$$ &
+wait_ready /tmp/rec-zw.$$ '^filled'
+run "$bin/sockwatch" -4 -a -p 21030 -i 100000 -d 1500 -r "$out/persist.bin" > /dev/null
 rm -f /tmp/rec-*.$$
