@@ -150,7 +150,7 @@ FUZZ_TARGETS := fuzz_diag fuzz_snmp fuzz_machine fuzz_args
 FUZZ_BINS    := $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/%)
 # What each target links besides its own file: the library sources, like the programs do.
 $(FUZZ_BUILD)/fuzz_diag:    $(NETLINK_SRC) common/tl_util.c
-$(FUZZ_BUILD)/fuzz_snmp:    probes/lib/tl_snmp.c
+$(FUZZ_BUILD)/fuzz_snmp:    probes/lib/pr_snmp.c
 $(FUZZ_BUILD)/fuzz_machine: probes/lib/pr_machine.c common/tl_util.c
 $(FUZZ_BUILD)/fuzz_machine: FUZZ_LIBS := -lz
 $(FUZZ_BUILD)/fuzz_args:    common/tl_util.c netlink/tl_names.c fixtures/lib/fx_names.c

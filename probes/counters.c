@@ -7,7 +7,7 @@
  * (one open(), read() to the end of file), hash lookups, one write() for the whole output.
  */
 #include "pr_file.h"
-#include "tl_snmp.h"
+#include "pr_snmp.h"
 #include "tl_cli.h"
 #include "tl_util.h"
 
@@ -30,7 +30,7 @@ static struct env {
 	const char *netstat;	/* NULL: not read */
 	const char *before;	/* -d: delta mode */
 	const char *after;	/* -a: "now" is this snapshot */
-	struct tl_snmp keys;	/* -k: always printed in delta mode */
+	struct pr_snmp keys;	/* -k: always printed in delta mode */
 	long long interval_ms;	/* -i: sample every so often, print what changed */
 	long long count;	/* -c: stop after this many samples (0: until a signal) */
 	volatile sig_atomic_t stop;
@@ -69,7 +69,7 @@ static void add_keys(char *list)
 	if (list[0] == '\0' || list[0] == ',' || list[strlen(list) - 1] == ',' || strstr(list, ",,"))
 		tl_errx(TL_EXIT_USAGE, "-k '%s': empty counter name", list);
 	for (name = strtok_r(list, ",", &save); name != NULL; name = strtok_r(NULL, ",", &save)) {
-		if (tl_snmp_add(&env.keys, name, 0, 0) == 0 || errno == EEXIST)
+		if (pr_snmp_add(&env.keys, name, 0, 0) == 0 || errno == EEXIST)
 			continue;
 		if (errno == EINVAL || errno == ENAMETOOLONG)
 			tl_errx(TL_EXIT_USAGE, "-k '%s': not a counter name", name);
@@ -132,7 +132,7 @@ static int buf_grow(struct buf *b)
 
 /* Parse path into s, as /proc text (snapshot = 0) or as a saved snapshot.  A file that yields
  * no counter is an error: an empty set would report every counter as missing. */
-static int load(struct tl_snmp *s, const char *path, int snapshot, struct buf *b)
+static int load(struct pr_snmp *s, const char *path, int snapshot, struct buf *b)
 {
 	size_t n0 = s->n, refused0 = s->refused, len;
 	char *p;
@@ -158,7 +158,7 @@ static int load(struct tl_snmp *s, const char *path, int snapshot, struct buf *b
 		tl_warnx("%s: truncated snapshot (no newline at the end)", path);
 		return -1;
 	}
-	r = snapshot ? tl_snmp_parse_snapshot(s, b->p, b->len) : tl_snmp_parse_proc(s, b->p, b->len);
+	r = snapshot ? pr_snmp_parse_snapshot(s, b->p, b->len) : pr_snmp_parse_proc(s, b->p, b->len);
 	if (r < 0) {
 		tl_warn("%s", path);
 		return -1;
@@ -173,7 +173,7 @@ static int load(struct tl_snmp *s, const char *path, int snapshot, struct buf *b
 	return 0;
 }
 
-static int load_now(struct tl_snmp *now, struct buf *b)
+static int load_now(struct pr_snmp *now, struct buf *b)
 {
 	if (env.after != NULL)
 		return load(now, env.after, 1, b);
@@ -205,58 +205,58 @@ static int out_line(struct buf *o, const char *a, const char *b, const char *c)
 	return 0;
 }
 
-static int put_snapshot(const struct tl_snmp *s, struct buf *o)
+static int put_snapshot(const struct pr_snmp *s, struct buf *o)
 {
-	char v[TL_SNMP_VALUE_STR];
+	char v[PR_SNMP_VALUE_STR];
 	size_t i;
 
 	for (i = 0; i < s->n; i++)
-		if (out_line(o, s->c[i].name, tl_snmp_fmt_value(&s->c[i], v), NULL) < 0)
+		if (out_line(o, s->c[i].name, pr_snmp_fmt_value(&s->c[i], v), NULL) < 0)
 			return -1;
 	return 0;
 }
 
 /* Counters of now that changed or are keys, in now's order. */
-static int put_changed(const struct tl_snmp *before, const struct tl_snmp *now, struct buf *o)
+static int put_changed(const struct pr_snmp *before, const struct pr_snmp *now, struct buf *o)
 {
-	const struct tl_snmp_counter *b, *c;
-	char v[TL_SNMP_DELTA_STR];
-	struct tl_snmp_delta d;
+	const struct pr_snmp_counter *b, *c;
+	char v[PR_SNMP_DELTA_STR];
+	struct pr_snmp_delta d;
 	size_t i;
 	int r = 0;
 
 	for (i = 0; i < now->n && r == 0; i++) {
 		c = &now->c[i];
-		b = tl_snmp_find(before, c->name);
+		b = pr_snmp_find(before, c->name);
 		if (b == NULL) {
-			r = out_line(o, c->name, "only-now", tl_snmp_fmt_value(c, v));
+			r = out_line(o, c->name, "only-now", pr_snmp_fmt_value(c, v));
 			continue;
 		}
-		tl_snmp_delta(b, c, &d);
-		if (!tl_snmp_delta_is_zero(&d) || tl_snmp_find(&env.keys, c->name) != NULL)
-			r = out_line(o, c->name, tl_snmp_fmt_delta(&d, v), NULL);
+		pr_snmp_delta(b, c, &d);
+		if (!pr_snmp_delta_is_zero(&d) || pr_snmp_find(&env.keys, c->name) != NULL)
+			r = out_line(o, c->name, pr_snmp_fmt_delta(&d, v), NULL);
 	}
 	return r;
 }
 
 /* put_changed, then counters only before has, then keys that neither side has. */
-static int put_delta(const struct tl_snmp *before, const struct tl_snmp *now, struct buf *o)
+static int put_delta(const struct pr_snmp *before, const struct pr_snmp *now, struct buf *o)
 {
-	const struct tl_snmp_counter *c;
-	char v[TL_SNMP_VALUE_STR];
+	const struct pr_snmp_counter *c;
+	char v[PR_SNMP_VALUE_STR];
 	size_t i;
 
 	if (put_changed(before, now, o) < 0)
 		return -1;
 	for (i = 0; i < before->n; i++) {
 		c = &before->c[i];
-		if (tl_snmp_find(now, c->name) == NULL &&
-		    out_line(o, c->name, "only-before", tl_snmp_fmt_value(c, v)) < 0)
+		if (pr_snmp_find(now, c->name) == NULL &&
+		    out_line(o, c->name, "only-before", pr_snmp_fmt_value(c, v)) < 0)
 			return -1;
 	}
 	for (i = 0; i < env.keys.n; i++) {
 		c = &env.keys.c[i];
-		if (tl_snmp_find(now, c->name) == NULL && tl_snmp_find(before, c->name) == NULL &&
+		if (pr_snmp_find(now, c->name) == NULL && pr_snmp_find(before, c->name) == NULL &&
 		    out_line(o, c->name, "absent", NULL) < 0)
 			return -1;
 	}
@@ -264,7 +264,7 @@ static int put_delta(const struct tl_snmp *before, const struct tl_snmp *now, st
 }
 
 /* The output of this run into b (reused: every file is parsed by now), then to stdout. */
-static int output(const struct tl_snmp *before, const struct tl_snmp *now, struct buf *b)
+static int output(const struct pr_snmp *before, const struct pr_snmp *now, struct buf *b)
 {
 	int r;
 
@@ -288,8 +288,8 @@ static void on_signal(int sig)
 }
 
 /* Empty s for the next sample but keep its arrays: the live files list the same counters every
- * time, so a sample need not allocate and clear a fresh set (tl_snmp.h: slot 0 is empty). */
-static void sample_reset(struct tl_snmp *s)
+ * time, so a sample need not allocate and clear a fresh set (pr_snmp.h: slot 0 is empty). */
+static void sample_reset(struct pr_snmp *s)
 {
 	if (s->slot != NULL)
 		memset(s->slot, 0, s->nslot * sizeof(*s->slot));
@@ -301,10 +301,10 @@ static void sample_reset(struct tl_snmp *s)
  * samples normally hold the same names in the same order: then counters pair by position, not by
  * two hash lookups each, and no counter can be only-now or only-before.  The lines, and their
  * order, are put_delta's. */
-static int put_sample_delta(const struct tl_snmp *prev, const struct tl_snmp *now, struct buf *o)
+static int put_sample_delta(const struct pr_snmp *prev, const struct pr_snmp *now, struct buf *o)
 {
-	char v[TL_SNMP_DELTA_STR];
-	struct tl_snmp_delta d;
+	char v[PR_SNMP_DELTA_STR];
+	struct pr_snmp_delta d;
 	size_t i;
 
 	if (prev->n != now->n)
@@ -313,13 +313,13 @@ static int put_sample_delta(const struct tl_snmp *prev, const struct tl_snmp *no
 		if (strcmp(prev->c[i].name, now->c[i].name) != 0)
 			return put_delta(prev, now, o);
 	for (i = 0; i < now->n; i++) {
-		tl_snmp_delta(&prev->c[i], &now->c[i], &d);
-		if ((!tl_snmp_delta_is_zero(&d) || tl_snmp_find(&env.keys, now->c[i].name) != NULL) &&
-		    out_line(o, now->c[i].name, tl_snmp_fmt_delta(&d, v), NULL) < 0)
+		pr_snmp_delta(&prev->c[i], &now->c[i], &d);
+		if ((!pr_snmp_delta_is_zero(&d) || pr_snmp_find(&env.keys, now->c[i].name) != NULL) &&
+		    out_line(o, now->c[i].name, pr_snmp_fmt_delta(&d, v), NULL) < 0)
 			return -1;
 	}
 	for (i = 0; i < env.keys.n; i++)
-		if (tl_snmp_find(now, env.keys.c[i].name) == NULL &&
+		if (pr_snmp_find(now, env.keys.c[i].name) == NULL &&
 		    out_line(o, env.keys.c[i].name, "absent", NULL) < 0)
 			return -1;
 	return 0;
@@ -327,10 +327,10 @@ static int put_sample_delta(const struct tl_snmp *prev, const struct tl_snmp *no
 
 /* -i: the counters every interval, each sample's delta against the one before (one read of each
  * file per sample, in this process: the cheap way to watch counters move). */
-static int sample_loop(struct tl_snmp *prev, struct tl_snmp *now, struct buf *b)
+static int sample_loop(struct pr_snmp *prev, struct pr_snmp *now, struct buf *b)
 {
 	struct timespec next, step = { env.interval_ms / 1000, env.interval_ms % 1000 * 1000000 };
-	struct tl_snmp tmp;
+	struct pr_snmp tmp;
 	char sample[32], t[32];
 	long long k;
 
@@ -362,14 +362,14 @@ static int sample_loop(struct tl_snmp *prev, struct tl_snmp *now, struct buf *b)
 int main(int argc, char **argv)
 {
 	struct sigaction sa = { .sa_handler = on_signal };
-	struct tl_snmp now, before;
+	struct pr_snmp now, before;
 	struct buf b = { NULL, 0, 0 };
 	int status = 1;
 
 	tl_set_progname(argv[0]);
-	tl_snmp_init(&env.keys);
-	tl_snmp_init(&now);
-	tl_snmp_init(&before);
+	pr_snmp_init(&env.keys);
+	pr_snmp_init(&now);
+	pr_snmp_init(&before);
 	parse_args(argc, argv);
 	if (env.interval_ms) {
 		if (sigaction(SIGINT, &sa, NULL) < 0 || sigaction(SIGTERM, &sa, NULL) < 0)
@@ -385,9 +385,9 @@ int main(int argc, char **argv)
 		goto cleanup;
 	status = 0;
 cleanup:
-	tl_snmp_free(&before);
-	tl_snmp_free(&now);
-	tl_snmp_free(&env.keys);
+	pr_snmp_free(&before);
+	pr_snmp_free(&now);
+	pr_snmp_free(&env.keys);
 	free(b.p);
 	return status;
 }

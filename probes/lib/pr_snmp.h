@@ -1,4 +1,4 @@
-/* tl_snmp.h — the kernel's SNMP/netstat counters by name, parsed from a buffer.
+/* pr_snmp.h — the kernel's SNMP/netstat counters by name, parsed from a buffer.
  *
  * /proc/net/snmp and /proc/net/netstat are pairs of lines, a header and its values:
  *
@@ -14,32 +14,32 @@
  * snapshot line) that is malformed is refused whole and counted in `refused`; it never stops the
  * parse.  Refused: header and values of different lengths, a header without its values line
  * (prefixes differ), a value that is not a decimal number in [-2^63, 2^64-1], a name with bytes
- * outside printable ASCII or longer than TL_SNMP_NAME_MAX-1, a name seen before.
+ * outside printable ASCII or longer than PR_SNMP_NAME_MAX-1, a name seen before.
  *
  * Error rule for every function: returns -1 and sets errno; nothing here prints or exits.
  */
-#ifndef TL_SNMP_H
-#define TL_SNMP_H
+#ifndef PR_SNMP_H
+#define PR_SNMP_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-#define TL_SNMP_NAME_MAX 64		/* longest name kept, with its NUL */
-#define TL_SNMP_COUNTERS_MAX (1u << 20)	/* more than this in one set: E2BIG */
-#define TL_SNMP_VALUE_STR 24		/* buffer for one formatted value ("-9223372036854775808") */
-#define TL_SNMP_DELTA_STR 24		/* buffer for one formatted delta ("+27670116110564327423") */
+#define PR_SNMP_NAME_MAX 64		/* longest name kept, with its NUL */
+#define PR_SNMP_COUNTERS_MAX (1u << 20)	/* more than this in one set: E2BIG */
+#define PR_SNMP_VALUE_STR 24		/* buffer for one formatted value ("-9223372036854775808") */
+#define PR_SNMP_DELTA_STR 24		/* buffer for one formatted delta ("+27670116110564327423") */
 
 /* One counter.  Values are unsigned 64-bit except Tcp MaxConn, which the kernel prints as -1:
  * a value is kept as sign and magnitude so both ranges fit. */
-struct tl_snmp_counter {
-	char name[TL_SNMP_NAME_MAX];
+struct pr_snmp_counter {
+	char name[PR_SNMP_NAME_MAX];
 	uint64_t mag;
 	int neg;			/* 1: the value is -mag (mag > 0) */
 };
 
 /* A set of counters in the order they were added, with a hash index on the name. */
-struct tl_snmp {
-	struct tl_snmp_counter *c;
+struct pr_snmp {
+	struct pr_snmp_counter *c;
 	size_t n, cap;
 	uint32_t *slot;			/* open addressing: position + 1, 0 = empty */
 	size_t nslot;			/* a power of two, at least twice n */
@@ -48,45 +48,45 @@ struct tl_snmp {
 
 /* A difference after - before: (neg ? -1 : 1) * (carry * 2^64 + mag).  carry is needed only when
  * one side is negative; zero is never negative. */
-struct tl_snmp_delta {
+struct pr_snmp_delta {
 	uint64_t mag;
 	int carry;
 	int neg;
 };
 
 /* An empty set.  Cannot fail. */
-void tl_snmp_init(struct tl_snmp *s);
+void pr_snmp_init(struct pr_snmp *s);
 
 /* Free what the set holds and leave it empty.  Cannot fail. */
-void tl_snmp_free(struct tl_snmp *s);
+void pr_snmp_free(struct pr_snmp *s);
 
 /* Append the counters of /proc/net/snmp or /proc/net/netstat text in buf[0..len).
  * Malformed pairs are skipped and counted in s->refused.  Returns 0, or -1 with errno ENOMEM
- * or E2BIG (more than TL_SNMP_COUNTERS_MAX counters); the set stays usable either way. */
-int tl_snmp_parse_proc(struct tl_snmp *s, const char *buf, size_t len);
+ * or E2BIG (more than PR_SNMP_COUNTERS_MAX counters); the set stays usable either way. */
+int pr_snmp_parse_proc(struct pr_snmp *s, const char *buf, size_t len);
 
 /* Append the counters of a saved snapshot ("Name value" lines, blank lines ignored) in
- * buf[0..len).  Malformed lines are skipped and counted.  Errors as tl_snmp_parse_proc. */
-int tl_snmp_parse_snapshot(struct tl_snmp *s, const char *buf, size_t len);
+ * buf[0..len).  Malformed lines are skipped and counted.  Errors as pr_snmp_parse_proc. */
+int pr_snmp_parse_snapshot(struct pr_snmp *s, const char *buf, size_t len);
 
 /* Append one counter.  Returns 0, or -1 with errno EINVAL (empty name or a byte outside
  * printable ASCII), ENAMETOOLONG, EEXIST (name already in the set), ENOMEM or E2BIG. */
-int tl_snmp_add(struct tl_snmp *s, const char *name, uint64_t mag, int neg);
+int pr_snmp_add(struct pr_snmp *s, const char *name, uint64_t mag, int neg);
 
 /* The counter called name, or NULL (errno ENOENT) when the set has none. */
-const struct tl_snmp_counter *tl_snmp_find(const struct tl_snmp *s, const char *name);
+const struct pr_snmp_counter *pr_snmp_find(const struct pr_snmp *s, const char *name);
 
 /* after - before, exactly.  Cannot fail. */
-void tl_snmp_delta(const struct tl_snmp_counter *before, const struct tl_snmp_counter *after,
-		   struct tl_snmp_delta *d);
+void pr_snmp_delta(const struct pr_snmp_counter *before, const struct pr_snmp_counter *after,
+		   struct pr_snmp_delta *d);
 
 /* 1 when the delta is zero, else 0. */
-int tl_snmp_delta_is_zero(const struct tl_snmp_delta *d);
+int pr_snmp_delta_is_zero(const struct pr_snmp_delta *d);
 
-/* A counter's value as decimal ("42", "-1") into buf[TL_SNMP_VALUE_STR]; returns buf. */
-char *tl_snmp_fmt_value(const struct tl_snmp_counter *c, char *buf);
+/* A counter's value as decimal ("42", "-1") into buf[PR_SNMP_VALUE_STR]; returns buf. */
+char *pr_snmp_fmt_value(const struct pr_snmp_counter *c, char *buf);
 
-/* A delta as signed decimal ("+0", "+50", "-3") into buf[TL_SNMP_DELTA_STR]; returns buf. */
-char *tl_snmp_fmt_delta(const struct tl_snmp_delta *d, char *buf);
+/* A delta as signed decimal ("+0", "+50", "-3") into buf[PR_SNMP_DELTA_STR]; returns buf. */
+char *pr_snmp_fmt_delta(const struct pr_snmp_delta *d, char *buf);
 
 #endif

@@ -1,9 +1,9 @@
-/* tl_snmp.c — /proc/net/snmp, /proc/net/netstat and saved snapshots parsed into named counters.
+/* pr_snmp.c — /proc/net/snmp, /proc/net/netstat and saved snapshots parsed into named counters.
  *
  * The input is a buffer and a length, never a C string: the parser must survive any bytes (it is
  * a fuzz target).  A pair is taken whole or refused whole, so a set holds only complete pairs.
  */
-#include "tl_snmp.h"
+#include "pr_snmp.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -96,13 +96,13 @@ static int parse_value(const struct span *t, uint64_t *mag, int *neg)
 	return 0;
 }
 
-/* prefix + column into out[TL_SNMP_NAME_MAX]; returns the length, or -1 when empty, too long
+/* prefix + column into out[PR_SNMP_NAME_MAX]; returns the length, or -1 when empty, too long
  * or a byte is not a name byte. */
 static int join_name(const struct span *prefix, const struct span *col, char *out)
 {
 	size_t i;
 
-	if (prefix->len + col->len >= TL_SNMP_NAME_MAX || prefix->len + col->len == 0)
+	if (prefix->len + col->len >= PR_SNMP_NAME_MAX || prefix->len + col->len == 0)
 		return -1;
 	for (i = 0; i < prefix->len; i++)
 		if (!is_name_byte(prefix->p[i]))
@@ -129,7 +129,7 @@ static size_t hash_name(const char *name)
 }
 
 /* The slot holding name, or the empty slot where it would go. */
-static size_t slot_of(const struct tl_snmp *s, const char *name)
+static size_t slot_of(const struct pr_snmp *s, const char *name)
 {
 	size_t mask = s->nslot - 1;
 	size_t i = hash_name(name) & mask;
@@ -140,7 +140,7 @@ static size_t slot_of(const struct tl_snmp *s, const char *name)
 }
 
 /* Rebuild the index at twice the size, inserting in set order (truncate_to relies on it). */
-static int index_grow(struct tl_snmp *s)
+static int index_grow(struct pr_snmp *s)
 {
 	size_t nslot = s->nslot ? s->nslot * 2 : 4 * FIRST_CAP;
 	uint32_t *slot = calloc(nslot, sizeof(*slot));
@@ -157,12 +157,12 @@ static int index_grow(struct tl_snmp *s)
 }
 
 /* Room for one more counter and its slot (the index stays at most half full). */
-static int reserve_one(struct tl_snmp *s)
+static int reserve_one(struct pr_snmp *s)
 {
-	struct tl_snmp_counter *c;
+	struct pr_snmp_counter *c;
 	size_t cap;
 
-	if (s->n >= TL_SNMP_COUNTERS_MAX) {
+	if (s->n >= PR_SNMP_COUNTERS_MAX) {
 		errno = E2BIG;
 		return -1;
 	}
@@ -181,7 +181,7 @@ static int reserve_one(struct tl_snmp *s)
 
 /* Drop the counters added after the first n.  Clearing the newest slots first is exact for
  * linear probing: no older entry's probe path crosses a slot that was empty when it went in. */
-static void truncate_to(struct tl_snmp *s, size_t n)
+static void truncate_to(struct pr_snmp *s, size_t n)
 {
 	while (s->n > n) {
 		s->n--;
@@ -190,9 +190,9 @@ static void truncate_to(struct tl_snmp *s, size_t n)
 }
 
 /* Append a counter whose name (len bytes, NUL-terminated) is already checked. */
-static int add_checked(struct tl_snmp *s, const char *name, size_t len, uint64_t mag, int neg)
+static int add_checked(struct pr_snmp *s, const char *name, size_t len, uint64_t mag, int neg)
 {
-	struct tl_snmp_counter *c;
+	struct pr_snmp_counter *c;
 	size_t i;
 
 	if (reserve_one(s) < 0)
@@ -210,23 +210,23 @@ static int add_checked(struct tl_snmp *s, const char *name, size_t len, uint64_t
 	return 0;
 }
 
-void tl_snmp_init(struct tl_snmp *s)
+void pr_snmp_init(struct pr_snmp *s)
 {
 	memset(s, 0, sizeof(*s));
 }
 
-void tl_snmp_free(struct tl_snmp *s)
+void pr_snmp_free(struct pr_snmp *s)
 {
 	free(s->c);
 	free(s->slot);
-	tl_snmp_init(s);
+	pr_snmp_init(s);
 }
 
-int tl_snmp_add(struct tl_snmp *s, const char *name, uint64_t mag, int neg)
+int pr_snmp_add(struct pr_snmp *s, const char *name, uint64_t mag, int neg)
 {
-	size_t len = strnlen(name, TL_SNMP_NAME_MAX), i;
+	size_t len = strnlen(name, PR_SNMP_NAME_MAX), i;
 
-	if (len == TL_SNMP_NAME_MAX) {
+	if (len == PR_SNMP_NAME_MAX) {
 		errno = ENAMETOOLONG;
 		return -1;
 	}
@@ -240,7 +240,7 @@ int tl_snmp_add(struct tl_snmp *s, const char *name, uint64_t mag, int neg)
 	return add_checked(s, name, len, mag, neg);
 }
 
-const struct tl_snmp_counter *tl_snmp_find(const struct tl_snmp *s, const char *name)
+const struct pr_snmp_counter *pr_snmp_find(const struct pr_snmp *s, const char *name)
 {
 	size_t i;
 
@@ -258,11 +258,11 @@ const struct tl_snmp_counter *tl_snmp_find(const struct tl_snmp *s, const char *
 
 /* Add the columns of one header/values pair, all or none.  The first tokens (the prefixes)
  * are equal: the caller checked.  Returns -1 only for ENOMEM/E2BIG. */
-static int take_pair(struct tl_snmp *s, const struct span *head, const struct span *vals)
+static int take_pair(struct pr_snmp *s, const struct span *head, const struct span *vals)
 {
 	size_t ho = 0, vo = 0, start = s->n;
 	struct span prefix = { NULL, 0 }, ht, vt;
-	char name[TL_SNMP_NAME_MAX];
+	char name[PR_SNMP_NAME_MAX];
 	uint64_t mag;
 	int neg, hmore, vmore, len;
 
@@ -303,7 +303,7 @@ static int same_first_token(const struct span *a, const struct span *b)
 	return at.len == bt.len && memcmp(at.p, bt.p, at.len) == 0;
 }
 
-int tl_snmp_parse_proc(struct tl_snmp *s, const char *buf, size_t len)
+int pr_snmp_parse_proc(struct pr_snmp *s, const char *buf, size_t len)
 {
 	const char *pos = buf, *end;
 	struct span line, head = { NULL, 0 };
@@ -333,11 +333,11 @@ int tl_snmp_parse_proc(struct tl_snmp *s, const char *buf, size_t len)
 }
 
 /* One "Name value" line.  Returns -1 only for ENOMEM/E2BIG. */
-static int take_snapshot_line(struct tl_snmp *s, const struct span *line)
+static int take_snapshot_line(struct pr_snmp *s, const struct span *line)
 {
 	static const struct span no_prefix = { "", 0 };
 	struct span tname, tval, extra;
-	char name[TL_SNMP_NAME_MAX];
+	char name[PR_SNMP_NAME_MAX];
 	size_t off = 0;
 	uint64_t mag;
 	int neg, len;
@@ -356,7 +356,7 @@ static int take_snapshot_line(struct tl_snmp *s, const struct span *line)
 	return 0;
 }
 
-int tl_snmp_parse_snapshot(struct tl_snmp *s, const char *buf, size_t len)
+int pr_snmp_parse_snapshot(struct pr_snmp *s, const char *buf, size_t len)
 {
 	const char *pos = buf, *end;
 	struct span line;
@@ -370,8 +370,8 @@ int tl_snmp_parse_snapshot(struct tl_snmp *s, const char *buf, size_t len)
 	return 0;
 }
 
-void tl_snmp_delta(const struct tl_snmp_counter *before, const struct tl_snmp_counter *after,
-		   struct tl_snmp_delta *d)
+void pr_snmp_delta(const struct pr_snmp_counter *before, const struct pr_snmp_counter *after,
+		   struct pr_snmp_delta *d)
 {
 	d->carry = 0;
 	if (after->neg == before->neg) {
@@ -388,11 +388,11 @@ void tl_snmp_delta(const struct tl_snmp_counter *before, const struct tl_snmp_co
 		d->carry = d->mag < after->mag;
 		d->neg = after->neg;
 	}
-	if (tl_snmp_delta_is_zero(d))
+	if (pr_snmp_delta_is_zero(d))
 		d->neg = 0;
 }
 
-int tl_snmp_delta_is_zero(const struct tl_snmp_delta *d)
+int pr_snmp_delta_is_zero(const struct pr_snmp_delta *d)
 {
 	return d->mag == 0 && !d->carry;
 }
@@ -417,12 +417,12 @@ static char *fmt_decimal(char *buf, char sign, uint64_t v, int last)
 	return buf;
 }
 
-char *tl_snmp_fmt_value(const struct tl_snmp_counter *c, char *buf)
+char *pr_snmp_fmt_value(const struct pr_snmp_counter *c, char *buf)
 {
 	return fmt_decimal(buf, c->neg ? '-' : 0, c->mag, -1);
 }
 
-char *tl_snmp_fmt_delta(const struct tl_snmp_delta *d, char *buf)
+char *pr_snmp_fmt_delta(const struct pr_snmp_delta *d, char *buf)
 {
 	char sign = d->neg ? '-' : '+';
 	uint64_t r, q;
