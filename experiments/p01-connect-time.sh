@@ -1,5 +1,4 @@
 #!/bin/sh
-# tcplab: duration-s 60
 # p01-connect-time: 2000 back-to-back connects to a listener that accepts and closes, and 2000
 # to a port where nothing listens; connect() alone is timed; the counters say what the kernel did.
 . "$(dirname "$0")/lib/collect.sh"

@@ -1,5 +1,4 @@
 #!/bin/sh
-# tcplab: duration-s 15
 # p01-synretry: a blocking connect() to a listener whose accept queue is full, so every SYN is
 # dropped (ListenOverflows) and the client retransmits until the kernel gives up (ETIMEDOUT).
 # TL_SYNCNT sets TCP_SYNCNT (default 2); empty means the system default (tcp_syn_retries).

@@ -1,5 +1,4 @@
 #!/bin/sh
-# tcplab: duration-s 15
 # p01-timeout: two clients put a timeout on connect() to a full listener.
 #  cc:   the socket.create_connection() way — poll() times out, the socket is closed at once.
 #  keep: the settimeout()+connect() way — the timeout fires but the socket stays open, and the
