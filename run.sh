@@ -359,7 +359,8 @@ finish_unit() {
 	wait "${UNIT_PID[$unit]}" || status=$?
 	signal_unit "$unit" KILL	# what it left running
 	for ns in ${UNIT_NS[$unit]}; do tl_netns_delete "$ns"; done
-	find "$TMPDIR_RUN/raw/$unit" -name '*.err' -empty -delete 2> /dev/null || true	# stderr files that stayed empty
+	# stderr files that stayed empty, and the fifos of a unit that was stopped
+	find "$TMPDIR_RUN/raw/$unit" \( -name "*.err" -empty -o -type p \) -delete 2> /dev/null || true
 	if [ -n "${UNIT_TIMED_OUT[$unit]}" ]; then
 		unit_failed "$unit" "timed out after ${U_LIMIT[$unit]} s"
 	elif [ "$status" -ne 0 ]; then
@@ -537,7 +538,9 @@ main() {
 	log "running ${units[*]}${KERNEL:+ in Debian kernel $KERNEL ($ACCEL)}"
 	if [ -n "$KERNEL" ]; then run_vm "${units[@]}"; else run_host "${units[@]}"; fi
 	run_reports
-	log "finished in $((SECONDS - t0)) s: ${#DONE_UNITS[@]} unit(s) ran, ${#FAILED[@]} failed${FAILED:+ (${FAILED[*]})}; outputs in ${OUT#"$TOP"/}/"
+	local failed="" f
+	for f in "${FAILED[@]}"; do failed="$failed${failed:+; }$f: ${WHY[$f]}"; done
+	log "finished in $((SECONDS - t0)) s: ${#DONE_UNITS[@]} unit(s) ran, ${#FAILED[@]} failed${failed:+ ($failed)}; outputs in ${OUT#"$TOP"/}/"
 	[ ${#FAILED[@]} -eq 0 ] || exit $EXIT_FAIL
 }
 

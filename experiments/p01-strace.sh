@@ -51,10 +51,8 @@ else
 fi
 
 tl_log "blocking connect to 21012 (nothing listens)"
-traced "$RAW/refused" "$TL_BIN/connect_block" -p 21012 > "$RAW/refused-client.txt" ||
-	tl_die "connect_block failed"
+tl_fg "$RAW/refused-client.txt" traced "$RAW/refused" "$TL_BIN/connect_block" -p 21012
 
 tl_log "create_connection-style connect to 21010, poll() timeout 2000 ms"
-traced "$RAW/cc" "$TL_BIN/connect_timeout" -p 21010 -t 2000 -m close > "$RAW/cc-client.txt" ||
-	tl_die "connect_timeout failed"
+tl_fg "$RAW/cc-client.txt" traced "$RAW/cc" "$TL_BIN/connect_timeout" -p 21010 -t 2000 -m close
 tl_stop "$TL_LISTENER"

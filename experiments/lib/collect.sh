@@ -140,6 +140,24 @@ tl_stop() {
 	case $TL_RC in 0 | 143) ;; *) tl_die "$_nm ended with status $TL_RC when stopped" ;; esac
 }
 
+# tl_fg OUT CMD...: run a client fixture in the foreground, stdout to OUT.  It must exit 0 and
+# not say result=interrupted (a SIGINT/SIGTERM from outside ended it early: connect_block and
+# connect_timeout then still exit 0).
+tl_fg() {
+	_fout=$1
+	shift
+	_frc=0
+	"$@" > "$_fout" || _frc=$?
+	[ "$_frc" -eq 0 ] || tl_die "$(basename "$_fout" .txt) exited with status $_frc"
+	tl_not_interrupted "$_fout"
+}
+
+# tl_not_interrupted OUT: fail the unit when the client that wrote OUT says it was interrupted.
+tl_not_interrupted() {
+	! grep -q 'result=interrupted' "$1" ||
+		tl_die "$(basename "$1" .txt) was interrupted (a signal from outside the unit)"
+}
+
 tl_forget() {
 	_keep=""
 	for p in $TL_PIDS; do
