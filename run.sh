@@ -495,7 +495,7 @@ main() {
 		die $EXIT_USAGE "--kernel '$KERNEL': no such Debian cloud kernel series (4.19, 5.x, 6.x .. with minor <= 20)"
 	[ -z "$OUT_SET" ] || [[ $OUT != *$'\n'* ]] || die $EXIT_USAGE "--out: a directory name with a newline"
 	for u in "${units[@]}"; do
-		[ -n "${U_SET[$u]:-}" ] ||
+		[[ $u =~ ^[a-z0-9][a-z0-9-]*$ ]] && [ -n "${U_SET[$u]:-}" ] ||
 			die $EXIT_USAGE "unknown experiment '${u//[![:print:]]/?}' (./run.sh --list shows them)"
 		case $seen in *" $u "*) die $EXIT_USAGE "unit '$u' named twice" ;; esac
 		seen="$seen$u "
