@@ -310,7 +310,7 @@ stop_unit() {
 	local unit=$1 i
 	signal_unit "$unit" TERM
 	signal_unit "$unit" CONT
-	for i in $(seq 30); do
+	for _ in $(seq 30); do
 		kill -0 "${UNIT_PID[$unit]}" 2> /dev/null || break
 		sleep 0.1
 	done
