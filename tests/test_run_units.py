@@ -2,6 +2,7 @@
 every unit is bounded by its limit_s, and a unit whose probe or fixture died or was stopped fails
 instead of reporting success (issues 8 and 14).  Tests that run units need root and netns; the
 table and a new experiment are tried in a copy of experiments/ through TCPLAB_EXPERIMENTS."""
+import glob
 import os
 import secrets
 import shutil
@@ -192,6 +193,7 @@ tl_init "$1"
 "$TL_BIN/machine" > "$RAW/machine.txt" || tl_die "machine failed"
 """
 HELLO_PY = '''"""hello-lab report: the kernel the unit saw."""
+import glob
 import os
 import sys
 
@@ -364,3 +366,24 @@ def test_make_links_to_a_temporary_name():
     link = [line for line in r.stdout.splitlines() if "-o build-linkcheck/bin/listener" in line]
     assert link and "-o build-linkcheck/bin/listener.tmp" in link[0]
     assert "mv -f build-linkcheck/bin/listener.tmp build-linkcheck/bin/listener" in link[0]
+
+
+# ---- progress lines say which time base they use ------------------------------------------------
+
+def test_progress_lines_label_sockwatch_time_base():
+    """Replayed on a saved sockwatch output: every event's progress line carries sockwatch's own
+    t_s as watch+T, and the ready line says that the reports count from connect() instead."""
+    saved = sorted(glob.glob(os.path.join(TOP, "outputs", "*", "raw", "p01-synretry", "sockwatch.txt")))
+    assert saved, "no saved p01-synretry sockwatch.txt under outputs/"
+    with open(saved[0]) as f:
+        lines = f.read().splitlines()
+    r = subprocess.run(["sh", "-c", '. "$0"; tl_progress',
+                        os.path.join(TOP, "experiments", "lib", "collect.sh")],
+                       input="\n".join(lines) + "\n", capture_output=True, text=True, timeout=10)
+    assert r.returncode == 0, r.stderr
+    out = r.stderr.splitlines()
+    assert "count from its start" in out[0] and "connect()" in out[0]
+    events = [tcplab.kv(x) for x in lines if x.startswith("t_s=")]
+    assert len(out) == 1 + len(events)
+    for line, ev in zip(out[1:], events):
+        assert f"watch+{ev['t_s']} s {ev['event']} {ev['state']}" in line, line
