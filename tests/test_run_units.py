@@ -296,17 +296,21 @@ def test_killing_a_probe_or_fixture_fails_the_unit(tmp_path, bindir, comm, sig):
 # ---- every unit is bounded by its limit_s -------------------------------------------------------
 
 @pytest.mark.netns
-@pytest.mark.parametrize("unit,comm,limit,env", [
-    ("p01-synretry", "tee", 12, {}),
-    ("p01-synretry", "listener", 12, {}),
-    ("p01-connect-time", "connect_many", 10, {"TL_CONNECTS": "20000"}),
+@pytest.mark.parametrize("unit,comm,after,limit,env", [
+    # p01-synretry takes about 7 s; a stopped tee would make it fail by itself at about 12 s
+    # (tl_unwatch gives tee 5 s), a stopped listener never: the limit comes first
+    ("p01-synretry", "tee", "connect_block", 10, {}),
+    ("p01-synretry", "listener", "connect_block", 10, {}),
+    ("p01-connect-time", "connect_many", None, 10, {"TL_CONNECTS": "20000"}),
 ])
-def test_a_stopped_process_times_the_unit_out(tmp_path, bindir, unit, comm, limit, env):
+def test_a_stopped_process_times_the_unit_out(tmp_path, bindir, unit, comm, after, limit, env):
+    """Stopped once it is past its readiness checks (the unit under way), so only the bound
+    can end the unit."""
     exp = copy_experiments(tmp_path)
     set_column(exp, unit, "limit_s", limit)
     out = tmp_path / "out"
     run = Run(["--out", str(out), unit], env=dict(env, TCPLAB_EXPERIMENTS=str(exp)))
-    pid = run.pid_of(comm)
+    pid = run.pid_of(comm, after=after)
     os.kill(pid, signal.SIGSTOP)
     t0 = time.monotonic()
     rc, err = run.finish()
