@@ -89,6 +89,7 @@ load_units() {
 		col root "$root" '^(yes|no)$' "yes or no"
 		col netns "$netns" '^[12]$' "1 or 2"
 		col qemu "$qemu" '^(yes|no)$' "yes or no"
+		[ -n "$bad" ] || [ "$netns:$qemu" != 2:yes ] || bad="netns 2 with qemu yes: the guest gives a unit one namespace"
 		[ -n "$bad" ] || [ -f "$EXP/$name.sh" ] || bad="no collect script $EXP/$name.sh"
 		[ -n "$bad" ] || [ "$report" = - ] || [ -f "$EXP/$report.py" ] || bad="no report $EXP/$report.py"
 		[ -z "$bad" ] || die $EXIT_FAIL "$UNITS_FILE:$n: $bad"

@@ -147,6 +147,7 @@ def test_no_unit_rule_is_left_outside_the_table():
     ("t-new p01-machine default run no 1 0 no 1 yes", "limit_s '0'"),
     ("t-new p01-machine default run no 1 30 no 3 yes", "netns '3'"),
     ("t-new p01-machine default run no 1 30 no 1 kvm", "qemu 'kvm'"),
+    ("t-new p01-machine default run no 1 30 no 2 yes", "one namespace"),
 ])
 def test_a_bad_table_line_is_one_line_naming_it(tmp_path, line, word):
     exp = copy_experiments(tmp_path)
@@ -391,3 +392,21 @@ def test_progress_lines_label_sockwatch_time_base():
     assert len(out) == 1 + len(events)
     for line, ev in zip(out[1:], events):
         assert f"watch+{ev['t_s']} s {ev['event']} {ev['state']}" in line, line
+
+
+@pytest.mark.netns
+def test_netns_2_gives_the_unit_a_second_namespace(tmp_path, bindir):
+    """netns=2 in the table: run.sh makes a second namespace, names it in TL_NS2, deletes it after."""
+    exp = tmp_path / "exp"
+    shutil.copytree(os.path.join(TOP, "experiments", "lib"), exp / "lib")
+    (exp / "units").write_text("t-two - named run no 1 30 no 2 no\n")
+    (exp / "t-two.sh").write_text(TINY + 'echo "$TL_NS2" > "$RAW/ns2.txt"\n'
+                                  'ip netns exec "$TL_NS2" ip -o link show lo > "$RAW/lo.txt" ||'
+                                  ' tl_die "no second namespace"\n')
+    out = tmp_path / "out"
+    r = subprocess.run([RUN, "--out", str(out), "t-two"], capture_output=True, text=True,
+                       timeout=60, env=dict(os.environ, TCPLAB_EXPERIMENTS=str(exp)))
+    assert r.returncode == 0, r.stderr
+    ns2 = (out / "raw" / "t-two" / "ns2.txt").read_text().strip()
+    assert ns2.endswith("-ns2") and "UP" in (out / "raw" / "t-two" / "lo.txt").read_text()
+    assert not os.path.exists(f"/run/netns/{ns2}")
