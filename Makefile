@@ -66,16 +66,18 @@ $(BUILD)/libfixture.a: $(FXLIB_OBJ)
 $(BUILD)/libprobe.a: $(PRLIB_OBJ)
 	$(Q)$(AR) rcs $@ $^
 
+# Programs are linked to $@.tmp and renamed: an interrupted link never leaves a truncated
+# program that make -q would call up to date.
 $(FIXTURES): $(BUILD)/bin/%: $(BUILD)/fixtures/%.o $(BUILD)/libfixture.a $(BUILD)/libcommon.a
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LD      $@")
-	$(Q)$(CC) $(TL_CFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+	$(Q)$(CC) $(TL_CFLAGS) $(CFLAGS) $(LDFLAGS) -o $@.tmp $^ $(LDLIBS) && mv -f $@.tmp $@
 
 $(PROBES): $(BUILD)/bin/%: $(BUILD)/probes/%.o $(BUILD)/libprobe.a $(BUILD)/libtcplabnl.a \
 		$(BUILD)/libcommon.a
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LD      $@")
-	$(Q)$(CC) $(TL_CFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(PROBE_LIBS) $(MNL_LIBS) $(LDLIBS)
+	$(Q)$(CC) $(TL_CFLAGS) $(CFLAGS) $(LDFLAGS) -o $@.tmp $^ $(PROBE_LIBS) $(MNL_LIBS) $(LDLIBS) && mv -f $@.tmp $@
 
 # machine inflates /proc/config.gz with zlib (zlib1g-dev), linked statically: the QEMU guest's
 # initramfs gets a program's shared libraries from ldd (experiments/lib/vm.sh), and libz.so is

@@ -23,17 +23,21 @@ Builds what is missing (installing missing Debian packages when root), runs each
 unit in its own fresh network namespace, and writes outputs/<kernel release>/: for every
 report a .txt for people and a .json for tools, and raw/<unit>/ with what the programs printed.
 
-  (no NAME)        the connect() investigation, part 1: every p01-* unit, side by side
-  --quick          skip p01-synretry-default (the blocking connect that takes over 2 minutes)
-  --all            the p01 units and the labs (connect-modes, poll-scaling, accept-path)
-  NAME...          only these units (see --list)
+  (no NAME)        the connect() investigation: the units of set "default" in experiments/units
+  --quick          leave out the units marked quick=skip (p01-synretry-default: over 2 minutes)
+  --all            the default units and the labs (set "labs")
+  NAME...          only these units, each once (see --list)
   --kernel VER     run inside a Debian kernel VER (e.g. 6.1, 6.12) booted under QEMU
   --accel A        with --kernel: tcg (default, measured faster here) or kvm
+                   VER is a Debian cloud kernel series: 4.19, or 5.0 .. 9.20 (no Linux major has
+                   had more than 21 minors); anything else is refused before apt is touched
   --out DIR        write to DIR instead of outputs/<kernel release>
   diff A B         compare two output directories through their .json files (exit 1 if they differ)
-  --list           list the units
+  --list           print the unit table (experiments/units): sets, durations, limits, needs
 
-Units that measure speed (marked '# tcplab: exclusive') run alone, after the others.
+Units marked alone=yes (they measure a speed) run by themselves, after the others. A unit still
+running at its limit_s is stopped and reported "timed out"; a failed or timed-out unit keeps its
+partial raw/<unit>/ with a status.txt saying why.
 Not root: each unit runs in an unprivileged user+network namespace (unshare -rn) instead.
 Exit status: 0 all units ran and reported, 1 a unit failed, 2 bad usage, 4 skipped (neither
 root nor unprivileged user namespaces).
@@ -51,26 +55,78 @@ log() {
 	printf '%s [run] %s\n' "$(date +%H:%M:%S)" "$*" >&2
 }
 
-all_units() {
-	local f
-	for f in "$TOP"/experiments/*.sh; do
-		f=${f##*/}
-		f=${f%.sh}
-		case $f in lib | vm-selftest) ;; *) echo "$f" ;; esac
+# ---- the unit table (experiments/units) -----------------------------------------------------
+# The only place that says what a unit is.  TCPLAB_EXPERIMENTS points run.sh at another
+# directory of collect scripts, reports and its own units table (the tests use it).
+
+EXP=${TCPLAB_EXPERIMENTS:-$TOP/experiments}
+UNITS_FILE=$EXP/units
+UNIT_NAMES=()
+declare -A U_REPORT=() U_SET=() U_QUICK=() U_ALONE=() U_EXPECT=() U_LIMIT=() U_ROOT=() U_NETNS=() U_QEMU=()
+
+# col NAME VALUE REGEX WANT: unless a column was already found bad, check VALUE against REGEX.
+col() {
+	[ -n "$bad" ] || [[ $2 =~ $3 ]] || bad="$1 '$2': want $4"
+}
+
+# Read and check the table; a bad line is one message naming the file and line, exit 1.
+load_units() {
+	local n=0 name report set quick alone expect limit root netns qemu extra bad
+	[ -f "$UNITS_FILE" ] && [ -r "$UNITS_FILE" ] || die $EXIT_FAIL "cannot read the unit table $UNITS_FILE"
+	while read -r name report set quick alone expect limit root netns qemu extra; do
+		n=$((n + 1))
+		case $name in '' | '#'*) continue ;; esac
+		bad=""
+		[ -n "$qemu" ] && [ -z "$extra" ] || bad="want 10 columns"
+		col unit "$name" '^[a-z0-9][a-z0-9-]*$' "a-z, 0-9 and '-'"
+		[ -n "$bad" ] || [ -z "${U_SET[$name]:-}" ] || bad="unit '$name' listed twice"
+		col report "$report" '^(-|[a-z0-9][a-z0-9-]*)$' "a report name or '-'"
+		col set "$set" '^(default|labs|named)$' "default, labs or named"
+		col quick "$quick" '^(run|skip)$' "run or skip"
+		col alone "$alone" '^(yes|no)$' "yes or no"
+		col expect_s "$expect" '^[0-9]{1,5}$' "seconds"
+		col limit_s "$limit" '^[1-9][0-9]{0,4}$' "seconds, 1..99999"
+		col root "$root" '^(yes|no)$' "yes or no"
+		col netns "$netns" '^[12]$' "1 or 2"
+		col qemu "$qemu" '^(yes|no)$' "yes or no"
+		[ -n "$bad" ] || [ "$netns:$qemu" != 2:yes ] || bad="netns 2 with qemu yes: the guest gives a unit one namespace"
+		[ -n "$bad" ] || [ -f "$EXP/$name.sh" ] || bad="no collect script $EXP/$name.sh"
+		[ -n "$bad" ] || [ "$report" = - ] || [ -f "$EXP/$report.py" ] || bad="no report $EXP/$report.py"
+		[ -z "$bad" ] || die $EXIT_FAIL "$UNITS_FILE:$n: $bad"
+		UNIT_NAMES+=("$name")
+		U_REPORT[$name]=$report U_SET[$name]=$set U_QUICK[$name]=$quick U_ALONE[$name]=$alone
+		U_EXPECT[$name]=$expect U_LIMIT[$name]=$limit U_ROOT[$name]=$root U_NETNS[$name]=$netns
+		U_QEMU[$name]=$qemu
+	done < "$UNITS_FILE"
+	[ ${#UNIT_NAMES[@]} -gt 0 ] || die $EXIT_FAIL "$UNITS_FILE lists no unit"
+}
+
+# --list: the table, one aligned line per unit under a header.
+list_units() {
+	local u f="%-20s %-17s %-8s %-6s %-6s %8s %8s  %-5s %5s  %s\n"
+	# shellcheck disable=SC2059 # one format for the header and the rows
+	printf "$f" unit report set quick alone expect_s limit_s root netns qemu
+	for u in "${UNIT_NAMES[@]}"; do
+		# shellcheck disable=SC2059
+		printf "$f" "$u" "${U_REPORT[$u]}" "${U_SET[$u]}" "${U_QUICK[$u]}" "${U_ALONE[$u]}" \
+			"${U_EXPECT[$u]}" "${U_LIMIT[$u]}" "${U_ROOT[$u]}" "${U_NETNS[$u]}" "${U_QEMU[$u]}"
 	done
 }
 
-is_exclusive() {
-	grep -q '^# tcplab: exclusive' "$TOP/experiments/$1.sh"
-}
-
-# The report a unit feeds: experiments/<unit>.py, else the unit minus its last -suffix.
-report_of() {
-	if [ -f "$TOP/experiments/$1.py" ]; then
-		echo "$1"
-	elif [ -f "$TOP/experiments/${1%-*}.py" ]; then
-		echo "${1%-*}"
-	fi
+# The units of a run with no names: the default set, plus the labs with --all, minus the
+# quick=skip ones with --quick; with --kernel, the units marked qemu=no are left out (said once).
+select_units() {
+	local all=$1 quick=$2 u out=()
+	for u in "${UNIT_NAMES[@]}"; do
+		case ${U_SET[$u]} in default) ;; labs) [ -n "$all" ] || continue ;; *) continue ;; esac
+		[ -z "$quick" ] || [ "${U_QUICK[$u]}" = run ] || continue
+		if [ -n "$KERNEL" ] && [ "${U_QEMU[$u]}" = no ]; then
+			log "$u: not run under --kernel (qemu=no in experiments/units)"
+			continue
+		fi
+		out+=("$u")
+	done
+	SELECTED=("${out[@]}")
 }
 
 # ---- namespaces -------------------------------------------------------------------------------
@@ -180,27 +236,46 @@ ensure_built() {
 		}
 		make -C "$TOP" -s deps >&2
 	fi
+	local p
 	if [ -n "${TCPLAB_BUILD:-}" ]; then	# a build made elsewhere (make sanitize): use as is
 		[ -x "$TL_BIN/sockwatch" ] || die $EXIT_FAIL "no programs in $TL_BIN (TCPLAB_BUILD)"
-		return 0
+	else
+		# a truncated program is newer than its objects, so make would call it up to date
+		for p in "$TL_BIN"/*; do
+			[ ! -f "$p" ] || is_elf "$p" || case $p in *.tmp) ;; *) rm -f "$p" ;; esac
+		done
+		make -C "$TOP" -s all >&2 || die $EXIT_FAIL "build failed"
 	fi
-	make -C "$TOP" -s all >&2 || die $EXIT_FAIL "build failed"
+	for p in "$TL_BIN"/*; do
+		case $p in *.tmp) continue ;; esac
+		[ ! -f "$p" ] || is_elf "$p" || die $EXIT_FAIL "$p is not an executable program (run make)"
+	done
+}
+
+# is_elf FILE: an executable file that starts with ELF's magic number.
+is_elf() {
+	local magic=""
+	[ -f "$1" ] && [ -x "$1" ] && IFS= read -r -N 4 magic < "$1" 2> /dev/null
+	[ "$magic" = $'\177ELF' ]
 }
 
 # ---- units ------------------------------------------------------------------------------------
 
-# Start one unit in its namespace; its pid goes to UNIT_PID[unit].
-declare -A UNIT_PID=() UNIT_T0=() UNIT_NS=()
+# Start one unit in its namespace(s), in a process group of its own (setsid: ip netns exec,
+# unshare and env exec, so the unit's pid is the group's id); its pid goes to UNIT_PID[unit].
+declare -A UNIT_PID=() UNIT_T0=() UNIT_NS=() UNIT_TIMED_OUT=() UNIT_RUNNING=() WHY=()
 start_unit() {
-	local unit=$1 ns="$NS_PREFIX-$$-$RANDOM$RANDOM-$1"
+	local unit=$1 ns="$NS_PREFIX-$$-$RANDOM$RANDOM-$1" ns2=""
 	mkdir -p "$TMPDIR_RUN/raw"
 	UNIT_T0[$unit]=$SECONDS
 	UNIT_NS[$unit]=""
+	UNIT_TIMED_OUT[$unit]=""
+	UNIT_RUNNING[$unit]=1
 	if [ "$NS_MODE" = userns ]; then
 		# not root: a user+network namespace of its own, gone with its last process
 		unshare -rn sh -c '"$0" link set lo up && exec "$@"' "$IP" \
-			env TL_BIN="$TL_BIN" ${TL_QUICK:+TL_QUICK=1} \
-			sh "$TOP/experiments/$unit.sh" "$TMPDIR_RUN/raw/$unit" &
+			setsid env TL_BIN="$TL_BIN" ${TL_QUICK:+TL_QUICK=1} \
+			sh "$EXP/$unit.sh" "$TMPDIR_RUN/raw/$unit" &
 		UNIT_PID[$unit]=$!
 		log "$unit: started in an unprivileged user+network namespace (unshare -rn)"
 		return 0
@@ -208,58 +283,146 @@ start_unit() {
 	ns=${ns:0:60}
 	make_ns "$ns"
 	UNIT_NS[$unit]=$ns
-	ip netns exec "$ns" env TL_BIN="$TL_BIN" ${TL_QUICK:+TL_QUICK=1} \
-		sh "$TOP/experiments/$unit.sh" "$TMPDIR_RUN/raw/$unit" &
+	if [ "${U_NETNS[$unit]}" = 2 ]; then
+		ns2=${ns:0:57}-ns2
+		make_ns "$ns2"
+		UNIT_NS[$unit]="$ns $ns2"
+	fi
+	ip netns exec "$ns" setsid env TL_BIN="$TL_BIN" ${TL_QUICK:+TL_QUICK=1} ${ns2:+TL_NS2=$ns2} \
+		sh "$EXP/$unit.sh" "$TMPDIR_RUN/raw/$unit" &
 	UNIT_PID[$unit]=$!
-	log "$unit: started in namespace $ns"
+	log "$unit: started in namespace $ns${ns2:+ (and $ns2)}"
 }
 
-# Wait for one unit; on success move its raw directory into place (old one replaced whole).
-finish_unit() {
-	local unit=$1 status=0
-	wait "${UNIT_PID[$unit]}" || status=$?
-	[ -z "${UNIT_NS[$unit]}" ] || tl_netns_delete "${UNIT_NS[$unit]}" # and what it left running
-	if [ "$status" -ne 0 ]; then
-		log "$unit: FAILED (exit $status) after $((SECONDS - UNIT_T0[$unit])) s"
-		FAILED+=("$unit")
-		return 0
-	fi
-	rm -rf "$OUT/raw/$unit"
-	mkdir -p "$OUT/raw"
+# signal_unit UNIT SIG: SIG to the whole of a unit: its process group and every process in its
+# namespaces (ip netns pids), wherever a fixture moved to.
+signal_unit() {
+	local unit=$1 sig=$2 ns pids
+	kill "-$sig" -- "-${UNIT_PID[$unit]}" 2> /dev/null || true
+	for ns in ${UNIT_NS[$unit]}; do
+		pids=$(ip netns pids "$ns" 2> /dev/null || true)
+		# shellcheck disable=SC2086 # a list of pids
+		[ -z "$pids" ] || kill "-$sig" $pids 2> /dev/null || true
+	done
+}
+
+# kill_running_units: SIGKILL to every unit started and not yet reaped (their process groups
+# and namespaces): for the interrupt path (cleanup), since units run in sessions of their own
+# and a Ctrl-C to run.sh's process group does not reach them.
+kill_running_units() {
+	local u
+	for u in "${!UNIT_RUNNING[@]}"; do
+		signal_unit "$u" KILL
+	done
+}
+
+# stop_unit UNIT: SIGTERM (and SIGCONT, so a stopped process gets it) to the whole unit, so its
+# collect script can still write what it has; 3 s later SIGKILL to whatever is left.
+stop_unit() {
+	local unit=$1 i
+	signal_unit "$unit" TERM
+	signal_unit "$unit" CONT
+	for _ in $(seq 30); do
+		kill -0 "${UNIT_PID[$unit]}" 2> /dev/null || break
+		sleep 0.1
+	done
+	signal_unit "$unit" KILL
+}
+
+# Running units are stopped at their limit_s (experiments/units), as kselftest's runner does.
+wait_units() {
+	local left=("$@") still u
+	while [ ${#left[@]} -gt 0 ]; do
+		still=()
+		for u in "${left[@]}"; do
+			if ! kill -0 "${UNIT_PID[$u]}" 2> /dev/null; then
+				finish_unit "$u"
+			elif [ $((SECONDS - UNIT_T0[$u])) -ge "${U_LIMIT[$u]}" ]; then
+				log "$u: timed out after ${U_LIMIT[$u]} s (limit_s in experiments/units): stopping it"
+				UNIT_TIMED_OUT[$u]=1
+				stop_unit "$u"
+				finish_unit "$u"
+			else
+				still+=("$u")
+			fi
+		done
+		left=("${still[@]}")
+		[ ${#left[@]} -eq 0 ] || sleep 0.1
+	done
+}
+
+# unit_failed UNIT WHY: the unit counts as failed; its partial raw directory replaces the old one,
+# with status.txt saying why (docs/output-format.md).
+unit_failed() {
+	local unit=$1 why=$2
+	FAILED+=("$unit")
+	WHY[$unit]=$why
+	mkdir -p "$OUT/raw" "$TMPDIR_RUN/raw/$unit"
+	printf '%s\n' "$why" > "$TMPDIR_RUN/raw/$unit/status.txt"
+	rm -rf "${OUT:?}/raw/$unit"
 	mv "$TMPDIR_RUN/raw/$unit" "$OUT/raw/$unit"
-	find "$OUT/raw/$unit" -name '*.err' -empty -delete	# stderr files that stayed empty
-	DONE_UNITS+=("$unit")
-	log "$unit: done in $((SECONDS - UNIT_T0[$unit])) s"
+	log "$unit: $why; partial output in ${OUT#"$TOP"/}/raw/$unit/"
+}
+
+# Reap one unit and everything it left; on success move its raw directory into place (the old
+# one replaced whole).
+finish_unit() {
+	local unit=$1 status=0 why ns
+	wait "${UNIT_PID[$unit]}" || status=$?
+	signal_unit "$unit" KILL	# what it left running
+	unset "UNIT_RUNNING[$unit]"
+	for ns in ${UNIT_NS[$unit]}; do tl_netns_delete "$ns"; done
+	# stderr files that stayed empty, and the fifos of a unit that was stopped
+	find "$TMPDIR_RUN/raw/$unit" \( -name "*.err" -empty -o -type p \) -delete 2> /dev/null || true
+	if [ -n "${UNIT_TIMED_OUT[$unit]}" ]; then
+		unit_failed "$unit" "timed out after ${U_LIMIT[$unit]} s"
+	elif [ "$status" -ne 0 ]; then
+		# the collect script's own reason (tl_die writes it), else how it ended
+		why=$(sed -n '1s/^failed: //p' "$TMPDIR_RUN/raw/$unit/status.txt" 2> /dev/null || true)
+		if [ -z "$why" ] && [ "$status" -gt 128 ]; then
+			why="killed by SIG$(kill -l "$((status - 128))" 2> /dev/null || echo "$((status - 128))")"
+		fi
+		unit_failed "$unit" "failed: ${why:-exit $status} (exit $status after $((SECONDS - UNIT_T0[$unit])) s)"
+	elif [ -e "$TMPDIR_RUN/raw/$unit/status.txt" ]; then
+		unit_failed "$unit" "failed: exit 0 after writing status.txt: $(head -n 1 "$TMPDIR_RUN/raw/$unit/status.txt")"
+	else
+		rm -rf "${OUT:?}/raw/$unit"
+		mkdir -p "$OUT/raw"
+		mv "$TMPDIR_RUN/raw/$unit" "$OUT/raw/$unit"
+		DONE_UNITS+=("$unit")
+		log "$unit: done in $((SECONDS - UNIT_T0[$unit])) s"
+	fi
 }
 
 run_host() {
-	local u parallel=() exclusive=()
+	local u parallel=() alone=()
 	for u in "$@"; do
-		if is_exclusive "$u"; then exclusive+=("$u"); else parallel+=("$u"); fi
+		if [ "${U_ALONE[$u]}" = yes ]; then alone+=("$u"); else parallel+=("$u"); fi
 	done
 	for u in "${parallel[@]}"; do start_unit "$u"; done
-	for u in "${parallel[@]}"; do finish_unit "$u"; done
-	for u in "${exclusive[@]}"; do
+	wait_units "${parallel[@]}"
+	for u in "${alone[@]}"; do
 		start_unit "$u"
-		finish_unit "$u"
+		wait_units "$u"
 	done
 }
 
 run_reports() {
 	local u r seen=" "
 	for u in "${DONE_UNITS[@]}"; do
-		r=$(report_of "$u")
-		[ -n "$r" ] || continue
+		r=${U_REPORT[$u]}
+		[ "$r" != - ] || continue
 		case $seen in *" $r "*) continue ;; esac
 		seen="$seen$r "
 		# SIGINT ignored from the start: a Ctrl-C to the process group must not become a
 		# KeyboardInterrupt traceback while Python is still importing; this script's own
 		# trap stops the report (it writes through a temporary file and a rename).
-		if (trap '' INT && exec "$PY" "$TOP/experiments/$r.py" "$OUT/raw" "$OUT"); then
+		if (trap '' INT && exec "$PY" "$EXP/$r.py" "$OUT/raw" "$OUT"); then
 			log "wrote ${OUT#"$TOP"/}/$r.txt and .json"
 		else
 			log "report $r FAILED"
 			FAILED+=("report:$r")
+			WHY[report:$r]="failed"
 		fi
 	done
 }
@@ -267,9 +430,9 @@ run_reports() {
 # Run units inside a Debian kernel under QEMU (experiments/lib/vm.sh); raw files come back to the host and
 # are reported here, into outputs/<the guest's release>/.
 run_vm() {
-	local raw="$TMPDIR_RUN/raw" status=0 release u
+	local raw="$TMPDIR_RUN/raw" status=0 release u rc
 	mkdir -p "$raw"
-	"$TOP/experiments/lib/vm.sh" --accel "$ACCEL" "$KERNEL" "$raw" "$@" || status=$?
+	TCPLAB_EXPERIMENTS=$EXP "$TOP/experiments/lib/vm.sh" --accel "$ACCEL" "$KERNEL" "$raw" "$@" || status=$?
 	[ "$status" -ne "$EXIT_SKIP" ] || exit "$EXIT_SKIP"
 	release=$(sed -n 's/^kernel=//p' "$raw/vm.txt" 2> /dev/null | head -n 1)
 	[ -n "$release" ] || die $EXIT_FAIL "the guest reported no kernel release (see above)"
@@ -277,15 +440,31 @@ run_vm() {
 	mkdir -p "$OUT/raw"
 	for u in "$@"; do
 		[ ! -d "$raw/$u" ] || cp "$raw/vm.txt" "$raw/$u/vm.txt"	# how this unit's guest ran
+		rc=$(sed -n "s/^unit\.$u=//p" "$raw/vm.txt" | head -n 1)
 		# a unit that ran to its end (unit.U=0) counts even when a later one hung the guest
-		if [ -d "$raw/$u" ] && grep -qx "unit\.$u=0" "$raw/vm.txt"; then
-			rm -rf "$OUT/raw/$u"
+		if [ -d "$raw/$u" ] && [ "$rc" = 0 ]; then
+			rm -rf "${OUT:?}/raw/$u"
 			mv "$raw/$u" "$OUT/raw/$u"
 			DONE_UNITS+=("$u")
 		else
-			FAILED+=("$u")
+			case $rc in
+			timeout) unit_failed "$u" "timed out in the guest (limit_s ${U_LIMIT[$u]} s)" ;;
+			'' | missing) unit_failed "$u" "failed: the guest sent nothing back" ;;
+			*) unit_failed "$u" "failed: exit ${rc} in the guest" ;;
+			esac
 		fi
 	done
+}
+
+# Whether $1 names a Debian cloud kernel series that can exist: Debian's cloud-amd64 flavour
+# starts with 4.19 (buster), no Linux major has had more than 21 minors (4.0 .. 4.20), and a
+# major above 9 is decades away.  Checked before apt is touched (vm.sh runs apt-get update).
+kernel_series_ok() {
+	local major minor
+	[[ $1 =~ ^([1-9])\.(0|[1-9][0-9]?)$ ]] || return 1
+	major=${BASH_REMATCH[1]} minor=${BASH_REMATCH[2]}
+	[ "$minor" -le 20 ] || return 1
+	[ "$major" -ge 5 ] || { [ "$major" -eq 4 ] && [ "$minor" -ge 19 ]; }
 }
 
 main() {
@@ -296,33 +475,53 @@ main() {
 		[ $# -eq 2 ] || die $EXIT_USAGE "usage: ./run.sh diff DIR_A DIR_B"
 		exec "$PY" "$TOP/experiments/tcplab_diff.py" "$1" "$2"
 	fi
+	local list="" accel_set="" seen=" "
 	while [ $# -gt 0 ]; do
 		case $1 in
 		-h | --help) usage; exit 0 ;;
-		--list) all_units; exit 0 ;;
+		--list) list=1 ;;
 		--quick) quick=1 ;;
 		--all) all=1 ;;
-		--kernel) [ $# -ge 2 ] || die $EXIT_USAGE "--kernel needs a version (e.g. 6.1)"; KERNEL=$2; shift ;;
-		--accel) [ $# -ge 2 ] || die $EXIT_USAGE "--accel needs tcg or kvm"; ACCEL=$2; shift ;;
-		--out) [ $# -ge 2 ] || die $EXIT_USAGE "--out needs a directory"; OUT=$2; OUT_SET=1; shift ;;
+		--kernel) [ $# -ge 2 ] || die $EXIT_USAGE "--kernel needs a version (e.g. 6.1)"; KERNEL=$2; shift
+			[ -n "$KERNEL" ] || die $EXIT_USAGE "--kernel '': want a version like 6.1 or 6.12" ;;
+		--accel) [ $# -ge 2 ] || die $EXIT_USAGE "--accel needs tcg or kvm"; ACCEL=$2; accel_set=1; shift ;;
+		--out) [ $# -ge 2 ] || die $EXIT_USAGE "--out needs a directory"; OUT=$2; OUT_SET=1; shift
+			[ -n "$OUT" ] || die $EXIT_USAGE "--out '': want a directory" ;;
+		--) shift; units+=("$@"); break ;;
 		-*) die $EXIT_USAGE "unknown option '$1' (see ./run.sh --help)" ;;
 		*) units+=("$1") ;;
 		esac
 		shift
 	done
+	load_units
+	if [ -n "$list" ]; then
+		[ -z "$quick$all$KERNEL$accel_set$OUT_SET" ] && [ ${#units[@]} -eq 0 ] ||
+			die $EXIT_USAGE "--list takes no other argument"
+		list_units
+		exit 0
+	fi
 	case $ACCEL in tcg | kvm) ;; *) die $EXIT_USAGE "--accel '$ACCEL': want tcg or kvm" ;; esac
+	[ -z "$accel_set" ] || [ -n "$KERNEL" ] || die $EXIT_USAGE "--accel '$ACCEL' needs --kernel"
 	[ -z "$KERNEL" ] || [[ $KERNEL =~ ^[0-9]+\.[0-9]+$ ]] ||
 		die $EXIT_USAGE "--kernel '$KERNEL': want a version like 6.1 or 6.12"
+	[ -z "$KERNEL" ] || kernel_series_ok "$KERNEL" ||
+		die $EXIT_USAGE "--kernel '$KERNEL': no such Debian cloud kernel series (4.19, 5.x, 6.x .. with minor <= 20)"
+	[ -z "$OUT_SET" ] || [[ $OUT != *$'\n'* ]] || die $EXIT_USAGE "--out: a directory name with a newline"
 	for u in "${units[@]}"; do
-		[ -f "$TOP/experiments/$u.sh" ] && [ "$u" != lib ] ||
-			die $EXIT_USAGE "unknown experiment '$u' (./run.sh --list shows them)"
+		[[ $u =~ ^[a-z0-9][a-z0-9-]*$ ]] && [ -n "${U_SET[$u]:-}" ] ||
+			die $EXIT_USAGE "unknown experiment '${u//[![:print:]]/?}' (./run.sh --list shows them)"
+		case $seen in *" $u "*) die $EXIT_USAGE "unit '$u' named twice" ;; esac
+		seen="$seen$u "
+		[ -z "$KERNEL" ] || [ "${U_QEMU[$u]}" = yes ] ||
+			die $EXIT_USAGE "$u cannot run under --kernel (qemu=no in experiments/units)"
 	done
+	if [ ${#units[@]} -gt 0 ] && [ -n "$all" ]; then
+		die $EXIT_USAGE "--all selects the units: name none with it"
+	fi
 	if [ ${#units[@]} -eq 0 ]; then
-		for u in $(all_units); do
-			case $u in p01-*) ;; *) [ -n "$all" ] || continue ;; esac
-			[ -z "$quick" ] || [ "$u" != p01-synretry-default ] || continue
-			units+=("$u")
-		done
+		select_units "$all" "$quick"
+		units=("${SELECTED[@]}")
+		[ ${#units[@]} -gt 0 ] || die $EXIT_USAGE "no unit to run"
 	fi
 	[ -n "$quick" ] && export TL_QUICK=1
 	NS_MODE=netns
@@ -330,6 +529,10 @@ main() {
 		IP=$(PATH=$PATH:/usr/sbin:/sbin command -v ip) && unshare -rn true 2> /dev/null ||
 			die $EXIT_SKIP "needs root, or unprivileged user namespaces (unshare -rn) for network namespaces"
 		NS_MODE=userns
+		for u in "${units[@]}"; do
+			[ "${U_ROOT[$u]}" = no ] && [ "${U_NETNS[$u]}" = 1 ] ||
+				die $EXIT_SKIP "$u needs root (root=yes or netns=2 in experiments/units)"
+		done
 	fi
 	[ -n "$OUT" ] || OUT="$TOP/outputs/$(uname -r)"
 	mkdir -p "$OUT" 2> /dev/null && [ -w "$OUT" ] || die $EXIT_FAIL "cannot write to $OUT"
@@ -348,7 +551,9 @@ main() {
 	log "running ${units[*]}${KERNEL:+ in Debian kernel $KERNEL ($ACCEL)}"
 	if [ -n "$KERNEL" ]; then run_vm "${units[@]}"; else run_host "${units[@]}"; fi
 	run_reports
-	log "finished in $((SECONDS - t0)) s: ${#DONE_UNITS[@]} unit(s) ran, ${#FAILED[@]} failed${FAILED:+ (${FAILED[*]})}; outputs in ${OUT#"$TOP"/}/"
+	local failed="" f
+	for f in "${FAILED[@]}"; do failed="$failed${failed:+; }$f: ${WHY[$f]}"; done
+	log "finished in $((SECONDS - t0)) s: ${#DONE_UNITS[@]} unit(s) ran, ${#FAILED[@]} failed${failed:+ ($failed)}; outputs in ${OUT#"$TOP"/}/"
 	[ ${#FAILED[@]} -eq 0 ] || exit $EXIT_FAIL
 }
 

@@ -1,5 +1,4 @@
 #!/bin/sh
-# tcplab: exclusive
 # accept-path: (1) accept() latency with a connection already queued vs a sleeping accept()
 # woken by a new one; (2) connection-per-request load on a server that accepts at once;
 # (3) a slow-accept server (one accept per 100 ms, backlog 2) hit by a burst of 12 one-shot
@@ -45,7 +44,7 @@ phase() {
 		tl_die "accept_client ($_name) failed"
 	"$TL_BIN/counters" -d "$RAW/$_name-counters-before.txt" -k "$KEEP" \
 		> "$RAW/$_name-counters-delta.txt" || tl_die "counters failed"
-	[ -z "$_syn" ] || { tl_stop "$_syn"; rm -f "$RAW/$_name-synsent.txt.fifo"; }
+	[ -z "$_syn" ] || tl_unwatch stop
 	tl_stop "$_q"
 	tl_stop "$_srv"
 	tl_log "$_name: $(head -n 1 "$RAW/$_name-client.txt" | cut -d" " -f7-13)"

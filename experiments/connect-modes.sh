@@ -1,5 +1,4 @@
 #!/bin/sh
-# tcplab: exclusive
 # connect-modes: how long a connect to an accept-and-close listener on loopback takes when it is
 # completed in five ways (connect_modes -h lists them), 300 timed sequences of each after 10
 # warm-ups; then one sequence of each mode under strace -T, when strace is installed.

@@ -1,5 +1,4 @@
 #!/bin/sh
-# tcplab: duration-s 60
 # p01-connect-time: 2000 back-to-back connects to a listener that accepts and closes, and 2000
 # to a port where nothing listens; connect() alone is timed; the counters say what the kernel did.
 . "$(dirname "$0")/lib/collect.sh"
@@ -12,7 +11,10 @@ KEEP="TcpActiveOpens,TcpAttemptFails,TcpOutRsts,TcpEstabResets,TcpExtListenOverf
 run_part() {
 	cat /proc/loadavg > "$RAW/$1-loadavg.txt"
 	"$TL_BIN/counters" > "$RAW/$1-counters-before.txt" || tl_die "counters failed"
-	"$TL_BIN/connect_many" -p "$2" -n "$N" > "$RAW/$1-client.txt" || tl_die "connect_many failed"
+	tl_fg "$RAW/$1-client.txt" "$TL_BIN/connect_many" -p "$2" -n "$N"
+	# a SIGINT/SIGTERM from outside ends it early, exit 0, with fewer connects
+	head -n 1 "$RAW/$1-client.txt" | grep -q "^n=$N " ||
+		tl_die "connect_many did fewer than $N connects (interrupted from outside?)"
 	"$TL_BIN/counters" -d "$RAW/$1-counters-before.txt" -k "$KEEP" \
 		> "$RAW/$1-counters-delta.txt" || tl_die "counters failed"
 	tl_log "$1: $(head -n 1 "$RAW/$1-client.txt")"

@@ -1,5 +1,4 @@
 #!/bin/sh
-# tcplab: duration-s 5
 # p01-machine: describe the kernel and the TCP sysctls of this experiment's namespace.
 . "$(dirname "$0")/lib/collect.sh"
 tl_init "$1"

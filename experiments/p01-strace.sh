@@ -1,5 +1,4 @@
 #!/bin/sh
-# tcplab: duration-s 10
 # p01-strace: the system calls of three connects, with the time spent in each (strace -T):
 # a blocking connect to a listener that never accepts (and the sockets it leaves), a connect to a
 # port where nothing listens, and a create_connection-style connect with a 2 s poll().
@@ -9,7 +8,10 @@ tl_init "$1"
 
 if command -v strace > /dev/null 2>&1; then
 	# LeakSanitizer cannot run under ptrace: off for a sanitizer build, no-op otherwise.
-	TRACE="env ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0 strace -T -e trace=%network,fcntl,poll,ppoll -o"
+	# -I2: strace -o FILE PROG blocks fatal signals for good by default (-I3), so a SIGTERM from
+	# tl_cleanup (after an error) would never end it, and connect_block -H never ends by itself;
+	# with -I2 strace takes the signal between system calls and kills its client with it.
+	TRACE="env ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0 strace -I2 -T -e trace=%network,fcntl,poll,ppoll -o"
 	strace -V | head -n 1 > "$RAW/strace-version.txt"
 else
 	TRACE=""
@@ -38,18 +40,19 @@ fi
 CLIENT=$TL_LAST
 tl_wait_line "$CLIENT" "$RAW/block-client.txt" '^holding' 5
 "$TL_BIN/sockwatch" -1 -4 > "$RAW/block-sockets.txt" || tl_die "sockwatch failed"
-# strace -o blocks fatal signals while its child runs: end the traced client itself.
+# The traced client itself gets the SIGTERM, so the trace shows it and how the client ended;
+# strace then exits with its client's status.
 if [ -n "$TRACE" ]; then
 	kill -TERM $(cat "/proc/$CLIENT/task/$CLIENT/children") 2>/dev/null ||
 		tl_die "cannot find the traced client of strace pid $CLIENT"
+	tl_wait_exit "$CLIENT" 5
+else
+	tl_stop "$CLIENT"
 fi
-tl_stop "$CLIENT"
 
 tl_log "blocking connect to 21012 (nothing listens)"
-traced "$RAW/refused" "$TL_BIN/connect_block" -p 21012 > "$RAW/refused-client.txt" ||
-	tl_die "connect_block failed"
+tl_fg "$RAW/refused-client.txt" traced "$RAW/refused" "$TL_BIN/connect_block" -p 21012
 
 tl_log "create_connection-style connect to 21010, poll() timeout 2000 ms"
-traced "$RAW/cc" "$TL_BIN/connect_timeout" -p 21010 -t 2000 -m close > "$RAW/cc-client.txt" ||
-	tl_die "connect_timeout failed"
+tl_fg "$RAW/cc-client.txt" traced "$RAW/cc" "$TL_BIN/connect_timeout" -p 21010 -t 2000 -m close
 tl_stop "$TL_LISTENER"

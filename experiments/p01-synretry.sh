@@ -1,5 +1,4 @@
 #!/bin/sh
-# tcplab: duration-s 15
 # p01-synretry: a blocking connect() to a listener whose accept queue is full, so every SYN is
 # dropped (ListenOverflows) and the client retransmits until the kernel gives up (ETIMEDOUT).
 # TL_SYNCNT sets TCP_SYNCNT (default 2); empty means the system default (tcp_syn_retries).
@@ -16,11 +15,7 @@ tl_listener "$RAW/listener.txt" -p "$PORT" -m full
 tl_watch "$RAW/sockwatch.txt" -4 -e -s syn-sent -p "$PORT"
 
 tl_log "connect() to a full listener, TCP_SYNCNT=${SYNCNT:-default}"
-if [ -n "$SYNCNT" ]; then
-	"$TL_BIN/connect_block" -p "$PORT" -s "$SYNCNT" > "$RAW/client.txt"
-else
-	"$TL_BIN/connect_block" -p "$PORT" > "$RAW/client.txt"
-fi || tl_die "connect_block failed"
+tl_fg "$RAW/client.txt" "$TL_BIN/connect_block" -p "$PORT" ${SYNCNT:+-s "$SYNCNT"}
 "$TL_BIN/counters" -d "$RAW/counters-before.txt" -k "$KEEP" > "$RAW/counters-delta.txt" ||
 	tl_die "counters failed"
 tl_unwatch 5

@@ -1,5 +1,4 @@
 #!/bin/sh
-# tcplab: duration-s 15
 # p01-timeout: two clients put a timeout on connect() to a full listener.
 #  cc:   the socket.create_connection() way — poll() times out, the socket is closed at once.
 #  keep: the settimeout()+connect() way — the timeout fires but the socket stays open, and the
@@ -16,8 +15,7 @@ tl_listener "$RAW/listener.txt" -p "$PORT" -m full
 # one (at 2000 ms, the seed's timeout, it would).
 tl_log "create_connection-style: poll() timeout 1500 ms, then close()"
 tl_watch "$RAW/cc-sockwatch.txt" -4 -e -s syn-sent -p "$PORT"
-"$TL_BIN/connect_timeout" -p "$PORT" -t 1500 -m close > "$RAW/cc-client.txt" ||
-	tl_die "connect_timeout failed"
+tl_fg "$RAW/cc-client.txt" "$TL_BIN/connect_timeout" -p "$PORT" -t 1500 -m close
 tl_unwatch 5
 "$TL_BIN/sockwatch" -1 -4 -s syn-sent -p "$PORT" > "$RAW/cc-after.txt" || tl_die "sockwatch failed"
 
@@ -28,6 +26,7 @@ CLIENT=$TL_LAST
 tl_wait_line "$CLIENT" "$RAW/keep-client.txt" '^kept' 5
 "$TL_BIN/sockwatch" -1 -4 -s syn-sent -p "$PORT" > "$RAW/keep-after-timeout.txt" || tl_die "sockwatch failed"
 tl_wait_exit "$CLIENT" 10
+tl_not_interrupted "$RAW/keep-client.txt"
 "$TL_BIN/sockwatch" -1 -4 -s syn-sent -p "$PORT" > "$RAW/keep-after-close.txt" || tl_die "sockwatch failed"
 tl_unwatch 5
 tl_stop "$TL_LISTENER"

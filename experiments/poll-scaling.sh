@@ -1,6 +1,4 @@
 #!/bin/sh
-# tcplab: exclusive
-# tcplab: duration-s 180
 # poll-scaling: an RFC 862 echo server over select, poll and epoll while K idle connections sit
 # open; 8 active connections send 512-byte requests and time the replies at each K.  After a
 # PHP write-up in which stream_select() slowed down as idle connections grew and failed at

@@ -239,3 +239,50 @@ def netns(prefix="tcplab-test"):
         yield name
     finally:
         subprocess.run([NETNS_SH, "delete", name], capture_output=True)
+
+
+# ---- the unit table (experiments/units), for tests and reports -------------------------------
+# run.sh reads the same file (load_units); its columns are explained in the file's header.
+
+UNIT_COLUMNS = ("unit", "report", "set", "quick", "alone", "expect_s", "limit_s", "root",
+                "netns", "qemu")
+
+
+def read_units(path=None):
+    """The unit table as a list of dicts in file order (numbers as int, yes/no as bool).
+    path: the table file, default $TCPLAB_EXPERIMENTS/units or experiments/units.  A bad line
+    raises RawError naming the file and line."""
+    if path is None:
+        exp = os.environ.get("TCPLAB_EXPERIMENTS") or os.path.dirname(os.path.abspath(__file__))
+        path = os.path.join(exp, "units")
+    units = []
+    for n, line in enumerate(read_lines(path), 1):
+        words = line.split()
+        if not words or words[0].startswith("#"):
+            continue
+        if len(words) != len(UNIT_COLUMNS):
+            raise RawError(f"{path}:{n}: want {len(UNIT_COLUMNS)} columns, got {len(words)}")
+        u = dict(zip(UNIT_COLUMNS, words))
+        try:
+            for k in ("expect_s", "limit_s", "netns"):
+                u[k] = int(u[k])
+        except ValueError as e:
+            raise RawError(f"{path}:{n}: {e}") from None
+        for k in ("alone", "root", "qemu"):
+            if u[k] not in ("yes", "no"):
+                raise RawError(f"{path}:{n}: {k} '{u[k]}': want yes or no")
+            u[k] = u[k] == "yes"
+        if u["report"] == "-":
+            u["report"] = None
+        units.append(u)
+    return units
+
+
+def unit_status(rawdir):
+    """Why a unit's raw directory is partial ("failed: …" / "timed out after N s", the first
+    line of its status.txt, written by run.sh), or None for a unit that ran to its end."""
+    try:
+        with open(os.path.join(rawdir, "status.txt")) as f:
+            return f.readline().strip() or "failed"
+    except FileNotFoundError:
+        return None

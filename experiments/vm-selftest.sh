@@ -1,5 +1,4 @@
 #!/bin/sh
-# tcplab: duration-s 5
 # vm-selftest RAWDIR — proves a kernel-matrix guest can run a unit: which kernel, whether
 # tcp_syn_linear_timeouts exists, whether the built (dynamic) programs start, whether sock_diag
 # answers.  Runs on the host too.  Writes RAWDIR/selftest.txt as key=value lines.

@@ -217,10 +217,11 @@ def quick_run(bindir, tmp_path_factory):
     return raw, out, r.stderr
 
 
-def test_unit_is_exclusive():
-    with open(os.path.join(TOP, "experiments", "poll-scaling.sh")) as f:
-        head = f.read().splitlines()[:6]
-    assert "# tcplab: exclusive" in head
+def test_unit_runs_alone():
+    """It measures speed: the unit table (experiments/units) makes run.sh run it by itself."""
+    import tcplab
+    (u,) = [u for u in tcplab.read_units() if u["unit"] == "poll-scaling"]
+    assert u["alone"] is True and u["set"] == "labs"
 
 
 @pytest.mark.netns

@@ -107,18 +107,65 @@ CASES = [
     ("counters", ["-d", "/proc", "-S", "{snmp}"], "/proc"),
 ]
 
-RUN_CASES = [
-    (["no-such-experiment"], "unknown experiment"),
-    (["--bogus"], "unknown option"),
-    (["--kernel"], "--kernel"),
-    (["--kernel", "6.1x", "p01-machine"], "6.1x"),
-    (["--accel", "xen", "p01-machine"], "xen"),
-    (["--out"], "--out"),
-    (["--out", "/proc/x", "p01-machine"], "/proc/x"),
-    (["--out", "/dev/null/x", "p01-machine"], "/dev/null/x"),
-    (["diff", "onlyone"], "diff"),
-    (["diff", "/nonexistent/a", "/nonexistent/b"], "/nonexistent/a"),
+# run.sh: every case is refused before a unit starts (exit 2 for usage, 1 for an output
+# directory that cannot be written), with one line naming what is wrong.
+BAD_UNIT_NAMES = [
+    "no-such-experiment", "../run", "..", ".", "/", "/etc/passwd", "lib", "units", "tcplab",
+    "tcplab_diff", "collect", "lib/collect", "p01", "p01-", "P01-MACHINE", "p01-machine.sh",
+    "p01-synretry.py", "experiments/p01-machine", "./p01-machine", "p01-machine/",
+    "p01-machine/..", "vm-selftest/../p01-machine", "p01 machine", "p01-machine ", " p01-machine",
+    "p01-machine\n", "p01-machine\x01", "*", "p01-*", "?", "@", "$(id)", "`id`", "", " ",
+    "\t", "p01_machine", "p01-machine-", "p01-machinex", "accept-path.py",
+    "p01-synretry-default-x", "initramfs", "vm", "netns", "outputs", "p01-machine;id",
+    "p01-machine|id", "p01-machine&", "..p01-machine", "p01-machine\u00e9",
 ]
+RUN_CASES = [(["--bogus"], "unknown option"), (["--kernel"], "--kernel"),
+             (["--out"], "--out"), (["diff", "onlyone"], "diff"),
+             (["diff", "/nonexistent/a", "/nonexistent/b"], "/nonexistent/a")]
+# every bad name alone, after a good one, and before one
+RUN_CASES += [([n], "unknown experiment") for n in BAD_UNIT_NAMES]
+RUN_CASES += [(["p01-machine", n], "unknown experiment") for n in BAD_UNIT_NAMES]
+RUN_CASES += [([n, "p01-strace"], "unknown experiment") for n in BAD_UNIT_NAMES[:20]]
+RUN_CASES += [(["--quick", n], "unknown experiment") for n in BAD_UNIT_NAMES[:10]]
+# a unit named twice (it used to delete the first one's raw directory, then `mv: cannot stat`)
+RUN_CASES += [(args, "named twice") for args in (
+    ["p01-machine", "p01-machine"], ["p01-strace", "p01-machine", "p01-strace"],
+    ["p01-synretry", "p01-synretry-default", "p01-synretry"], ["--quick", "p01-timeout", "p01-timeout"],
+    ["vm-selftest", "vm-selftest"])]
+# --kernel: empty, malformed, or a series that cannot exist (refused before apt is touched)
+RUN_CASES += [(["--kernel", v, "p01-machine"], "--kernel") for v in (
+    "", "6", "6.", ".1", "6.1.2", "v6.1", "6.1x", "99.99", "10.0", "3.16", "4.9", "4.18", "2.6",
+    "6.21", "6.100", "0.1", "6.01", "-1", "6,1", "six", " 6.1", "6.1 ", "\uff16.1", "1.0")]
+RUN_CASES += [(["p01-machine", "--kernel"], "--kernel"), (["--kernel", ""], "--kernel")]
+# --accel: a bad value, or without --kernel (it used to be ignored)
+RUN_CASES += [(["--accel", "xen", "p01-machine"], "xen"), (["--accel", "", "p01-machine"], "--accel"),
+              (["--accel", "KVM", "p01-machine"], "KVM"), (["--accel"], "--accel"),
+              (["--accel", "kvm", "p01-machine"], "needs --kernel"),
+              (["--accel", "tcg", "p01-machine"], "needs --kernel"),
+              (["--accel", "kvm"], "needs --kernel"), (["--quick", "--accel", "tcg"], "needs --kernel"),
+              (["--kernel", "6.1", "--accel", "qemu"], "qemu")]
+# --out: empty (it used to fall back to outputs/), or a directory that cannot be made
+RUN_CASES += [(["--out", "", "p01-machine"], "--out"), (["p01-machine", "--out", ""], "--out"),
+              (["--out", "", "--quick"], "--out")]
+RUN_CASES += [(["--out", d, "p01-machine"], d) for d in (
+    "/proc/x", "/dev/null/x", "/proc/sys/net/x", "/sys/x", "/dev/full/x", "/proc/self/x/y",
+    "/etc/hostname", "/etc/hostname/x", "/dev/null")]
+RUN_CASES += [(["--out", "a\nb", "p01-machine"], "newline")]
+# --list takes nothing else (it used to ignore the rest)
+RUN_CASES += [(args, "--list") for args in (
+    ["--list", "p01-machine"], ["--list", "--quick"], ["--list", "--all"], ["--list", "--out", "/tmp/x"],
+    ["--list", "--kernel", "6.1"], ["--list", "--accel", "kvm"], ["p01-machine", "--list"],
+    ["--list", "extra"], ["--quick", "--list"], ["--list", "no-such-experiment"])]
+# option combinations
+RUN_CASES += [(["--all", "p01-machine"], "--all"), (["--all", "--quick", "p01-strace"], "--all"),
+              (["p01-machine", "--all"], "--all")]
+RUN_CASES += [(["--kernel", "6.1", u], "--kernel") for u in ("connect-modes", "poll-scaling", "accept-path")]
+RUN_CASES += [(["--kernel", "6.1", "p01-machine", "accept-path"], "accept-path")]
+RUN_CASES += [([o], "unknown option") for o in (
+    "-x", "--Quick", "--list=1", "--out=/tmp/x", "--kernel=6.1", "-q", "--help-me", "---", "--quick=1",
+    "-", "--ALL", "-all", "--accel=kvm", "--outdir", "-o")]
+RUN_CASES += [(["p01-machine", o], "unknown option") for o in ("-x", "--bogus", "-")]
+RUN_CASES += [(["diff"], "diff"), (["diff", "a", "b", "c"], "diff")]
 
 
 def all_cases():
@@ -196,7 +243,11 @@ def test_bad_invocation(bindir, files, case):
     check_refused(argv, word.format(**files))
 
 
-@pytest.mark.parametrize("args,word", RUN_CASES, ids=[" ".join(a) for a, _ in RUN_CASES])
+def run_case_id(case):
+    return " ".join(repr(a) if not a or not a.isprintable() or " " in a else a for a in case[0])
+
+
+@pytest.mark.parametrize("args,word", RUN_CASES, ids=[run_case_id(c) for c in RUN_CASES])
 def test_bad_run_sh(bindir, args, word):
     check_refused([os.path.join(TOP, "run.sh")] + args, word,
                   {"TCPLAB_BUILD": os.path.relpath(os.path.dirname(bindir), TOP)})
@@ -221,7 +272,10 @@ def test_port_in_use(bindir, netns, prog):
 
 
 def test_table_is_big_enough():
-    """The issue asks for at least 40 bad invocations across the programs and run.sh."""
+    """The issue asks for at least 40 bad invocations across the programs and run.sh, and at
+    least 120 of run.sh's own (issue 14)."""
     n = len(all_cases()) + len(RUN_CASES) + len(SERVERS)
-    print(f"\nbad invocations: {n}")
+    print(f"\nbad invocations: {n}, run.sh: {len(RUN_CASES)}")
     assert n >= 40
+    assert len(RUN_CASES) >= 120
+    assert len({tuple(a) for a, _ in RUN_CASES}) == len(RUN_CASES)   # no case counted twice

@@ -24,7 +24,6 @@ BUILD=${TCPLAB_BUILD:-build}
 case $BUILD in /*) BINDIR=$BUILD/bin ;; *) BINDIR=$TOP/$BUILD/bin ;; esac
 EXPDIR=${TCPLAB_EXPERIMENTS:-$TOP/experiments}	# tests point this at units of their own
 MODULES=(inet_diag tcp_diag)	# what sock_diag needs; the debs carry no modules.dep
-UNIT_DEFAULT_S=150		# a unit without a "# tcplab: duration-s N" line may take this long
 MEMORY_MB=512
 
 ACCEL=tcg			# measured: nested KVM here is slower than TCG or fails (see docs)
@@ -106,6 +105,7 @@ parse_args() {
 	for u in "${UNITS[@]}"; do
 		[[ $u =~ ^[A-Za-z0-9][A-Za-z0-9._-]*$ ]] || fail 2 "unit name '$u' is not a plain name"
 		[ -f "$EXPDIR/$u.sh" ] || fail 2 "no $EXPDIR/$u.sh"
+		[ -n "$(unit_limit "$u")" ] || fail 2 "$u: no line in $EXPDIR/units"
 	done
 }
 
@@ -258,14 +258,28 @@ copy_with_libs() {
 	done < <(ldd "$1" 2>/dev/null | awk '$2 == "=>" && $3 ~ /^\// { print $3 } $1 ~ /^\// { print $1 }')
 }
 
-# Sum of the units' expected durations, from "# tcplab: duration-s N" in each script.
+# A unit's limit_s, the 7th column of its line in the unit table ($EXPDIR/units); empty when the
+# unit has no line there.
+unit_limit() {
+	awk -v u="$1" '$1 == u && $7 ~ /^[1-9][0-9]*$/ { print $7; exit }' "$EXPDIR/units" 2>/dev/null
+}
+
+# Sum of the units' bounds (limit_s in the unit table).
 units_duration() {
-	local u n total=0
+	local u total=0
 	for u in "${UNITS[@]}"; do
-		n=$(sed -n '/^# tcplab: duration-s \([0-9][0-9]*\).*/{s//\1/p;q}' "$EXPDIR/$u.sh")
-		total=$((total + ${n:-$UNIT_DEFAULT_S}))
+		total=$((total + $(unit_limit "$u")))
 	done
 	echo "$total"
+}
+
+# The guest's unit list: UNIT:LIMIT_S words, so init bounds each unit as run.sh does on the host.
+guest_units() {
+	local u out=""
+	for u in "${UNITS[@]}"; do
+		out="$out $u:$(unit_limit "$u")"
+	done
+	echo "${out# }"
 }
 
 # The caller's TL_* settings (TL_QUICK, TL_CONNECTS, TL_SYNCNT...) as sh exports for the guest.
@@ -306,7 +320,7 @@ build_initramfs() {
 	done
 	install -m 0755 "$TOP/experiments/lib/initramfs/init" "$DEST/init"
 	{
-		echo "TL_UNITS='${UNITS[*]}'"
+		echo "TL_UNITS='$(guest_units)'"
 		echo "TL_DEADLINE_S=$GUEST_DEADLINE"
 		echo "TL_MODULES='${MODLIST# }'"
 		forward_env

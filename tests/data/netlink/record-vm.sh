@@ -14,7 +14,6 @@ mkdir -p "$work/exp/lib" "$work/raw"
 cp "$top/experiments/lib/collect.sh" "$work/exp/lib/"
 cat > "$work/exp/record-diag.sh" <<'UNIT'
 #!/bin/sh
-# tcplab: duration-s 10
 . "$(dirname "$0")/lib/collect.sh"
 tl_init "$1"
 tl_listener "$RAW/l1.txt" -p 21010 -b 8 -m never
@@ -27,6 +26,8 @@ tl_bg "$RAW/c3.txt" "$TL_BIN/connect_block" -p 21013 -s 2
 "$TL_BIN/sockwatch" -4 -s syn-sent -p 21013 -i 500000 -d 2600 -r "$RAW/synsent.bin" \
 	> "$RAW/synsent.txt"
 UNIT
+# its line in the unit table (experiments/units: vm.sh takes the guest's timeout from limit_s)
+echo "record-diag - named run no 10 30 no 1 yes" > "$work/exp/units"
 TCPLAB_EXPERIMENTS=$work/exp "$top/experiments/lib/vm.sh" "$ver" "$work/raw" record-diag
 cp "$work/raw/record-diag/listen-estab.bin" "$out/listen-estab-$ver.bin"
 cp "$work/raw/record-diag/synsent.bin" "$out/synsent-$ver.bin"
