@@ -385,7 +385,7 @@ def until_booting(p):
 
 @pytest.mark.qemu
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT,
-                                 signal.SIGKILL])
+                                 signal.SIGKILL], ids=lambda s: s.name)
 def test_kernel_run_interrupted(tmp_path, sig):
     """A signal to run.sh while the guest runs: acted on at once (not when the VM ends, 7-9 s
     later), QEMU stopped, no VM work directory left (after SIGKILL: the kernel sends vm.sh
