@@ -331,6 +331,7 @@ rs_on_exit() {
 	done
 	[ -z "$TMPDIR_RUN" ] || rm -rf -- "$TMPDIR_RUN"
 	[ -z "$RS_RECORD" ] || rm -f -- "$RS_RECORD"
-	for pid in "${RS_HOLDERS[@]}"; do kill -KILL "$pid" 2> /dev/null; done
+	# gone before run.sh exits, so the next run finds the locks free
+	for pid in "${RS_HOLDERS[@]}"; do kill -KILL "$pid" 2> /dev/null; wait "$pid" 2> /dev/null; done
 	exit "$status"
 }
