@@ -183,14 +183,23 @@ def plan(rng, duration):
     return [(s, rng.choice(["pid", "group"]), rng.uniform(0.0, duration)) for s in sigs]
 
 
-def test_interrupts_leave_nothing(tmp_path):
+def seeded(what):
+    """A random.Random from TCPLAB_INTERRUPT_SEED or a fresh seed, printed."""
     seed = int(os.environ.get("TCPLAB_INTERRUPT_SEED", secrets.randbits(32)))
-    print(f"\ninterrupt seed {seed} (TCPLAB_INTERRUPT_SEED={seed} repeats it)")
-    rng = random.Random(seed)
-    out = str(tmp_path / "out")
-    tag = secrets.token_hex(6)
+    print(f"\n{what} seed {seed} (TCPLAB_INTERRUPT_SEED={seed} repeats it)")
+    return random.Random(seed)
+
+
+def fresh_case(tmp_path):
+    """(output directory, environment tag, lab ports, host sockets already there)."""
     ports = lab_ports()
-    baseline = {s[0] for s in host_lab_sockets(ports)}
+    return (str(tmp_path / "out"), secrets.token_hex(6), ports,
+            {s[0] for s in host_lab_sockets(ports)})
+
+
+def test_interrupts_leave_nothing(tmp_path):
+    rng = seeded("interrupt")
+    out, tag, ports, baseline = fresh_case(tmp_path)
     leaks = []
 
     t0 = time.monotonic()
@@ -256,10 +265,7 @@ def test_signal_during_cleanup(tmp_path):
     """SIGTERM (then each other catchable signal) right after the "finished" line, when the
     EXIT trap is running, and a second signal right after the "interrupted" line: cleanup runs
     to its end.  Before this fix, 12 of 12 SIGTERMs after "finished" left .tmp-PID (exit 143)."""
-    out = str(tmp_path / "out")
-    tag = secrets.token_hex(6)
-    ports = lab_ports()
-    baseline = {s[0] for s in host_lab_sockets(ports)}
+    out, tag, ports, baseline = fresh_case(tmp_path)
     leaks, tries = [], 0
     for sig in CATCHABLE * 2:
         rc, err, sent, pid = signal_at_line(out, tag, "finished in", [sig], units=["p01-machine"])
@@ -289,13 +295,8 @@ def test_signal_during_cleanup(tmp_path):
 def test_double_signals(tmp_path):
     """Two signals 20-50 ms apart, to the process group (two Ctrl-Cs) or to run.sh, at a random
     moment: nothing left (before this fix, two SIGINTs left up to 4 namespaces)."""
-    seed = int(os.environ.get("TCPLAB_INTERRUPT_SEED", secrets.randbits(32)))
-    print(f"\ndouble-signal seed {seed}")
-    rng = random.Random(seed)
-    out = str(tmp_path / "out")
-    tag = secrets.token_hex(6)
-    ports = lab_ports()
-    baseline = {s[0] for s in host_lab_sockets(ports)}
+    rng = seeded("double-signal")
+    out, tag, ports, baseline = fresh_case(tmp_path)
     leaks = []
     n = 12
     for i in range(n):
