@@ -151,9 +151,9 @@ rs_reap_tmp() {
 
 # rs_reap_record FILE: FILE is the record of a run that is gone (the caller holds its lock):
 # delete its namespaces, stop its unprivileged units, remove its temporary directory when its
-# output directory is free.  Prints "namespaces processes".
+# output directory is free.  Prints "namespaces processes kept" (kept 1: a namespace would not go).
 rs_reap_record() {
-	local f=$1 key val id="" nns=0 nproc=0 fd
+	local f=$1 key val id="" nns=0 nproc=0 fd kept=0
 	while IFS='=' read -r key val; do
 		case $key in
 		id) id=$val ;;
@@ -161,32 +161,34 @@ rs_reap_record() {
 			if [ -e "/run/netns/$val" ] || [ -e "/run/netns/$val-p" ]; then
 				tl_netns_delete "$val"
 				nns=$((nns + 1))
+				# still there: keep the record, so the next run tries again
+				[ ! -e "/run/netns/$val" ] || kept=1
 			fi ;;
 		tmp) [ -e "$val" ] || [ -L "$val" ] || continue
 			{ exec {fd}< "${val%/*}"; } 2> /dev/null || continue
 			if [ "${val%/*}" = "$OUT" ] || flock -n "$fd"; then
-				rm -rf -- "$val"
+				rm -rf -- "$val" && log "removed ${val#"$TOP"/}, left by an interrupted run"
 			fi
 			exec {fd}<&- ;;
 		esac
 	done < "$f"
 	[ -z "$id" ] || nproc=$(rs_kill_userns_procs "$id")
-	echo "$nns $nproc"
+	echo "$nns $nproc $kept"
 }
 
 # What runs that are gone left behind: for each record whose lock is free, its namespaces and
 # processes; then the temporary files in our output directory (ours alone, by its lock) and in
 # every other outputs/*/ whose lock is free.  Says what it removed.
 rs_reap_stale() {
-	local f fd r nns=0 nproc=0 d
+	local f fd r=() nns=0 nproc=0 d
 	for f in "$RS_STATE"/run.*; do
 		[ -f "$f" ] && [ ! -L "$f" ] && [ "$f" != "$RS_RECORD" ] || continue
 		{ exec {fd}< "$f"; } 2> /dev/null || continue
 		if flock -n "$fd"; then
-			r=$(rs_reap_record "$f")
-			nns=$((nns + ${r% *}))
-			nproc=$((nproc + ${r#* }))
-			rm -f -- "$f"
+			r=($(rs_reap_record "$f"))
+			nns=$((nns + r[0]))
+			nproc=$((nproc + r[1]))
+			[ "${r[2]}" = 1 ] || rm -f -- "$f"
 		fi
 		exec {fd}<&-
 	done
@@ -279,10 +281,34 @@ rs_run_vm() {
 	wait "$RS_VM_PID" || status=$?
 	RS_VM_PID=""
 	if [ "$status" -gt 128 ]; then
+		rs_kill_vm_users "$TMPDIR_RUN"
 		rs_reap_vm_dirs "$TMPDIR_RUN"
 		die $EXIT_FAIL "vm.sh was killed by SIG$(kill -l "$status" 2> /dev/null || echo "$status") (its guest died with it)"
 	fi
 	return "$status"
+}
+
+# rs_kill_dir_users DIR: SIGKILL every process that holds directory DIR open: for a vm.sh work
+# directory (0700, tcplab's), its lock descriptor, inherited by timeout and QEMU, so exactly the
+# VM's processes.  The caller must not hold DIR open itself.  setpriv --pdeathsig alone cannot
+# cover a parent killed between fork and prctl, nor a pid not yet known to vm.sh's trap.
+rs_kill_dir_users() {
+	local pid
+	case $1 in *[][*?\\]*) return 0 ;; esac	# -lname takes a pattern; mktemp names have none
+	for pid in $(find /proc/[0-9]*/fd -mindepth 1 -maxdepth 1 -lname "$1" 2> /dev/null |
+		cut -d/ -f3 | sort -u); do
+		kill -KILL "$pid" 2> /dev/null || true
+	done
+}
+
+# rs_kill_vm_users BASE: rs_kill_dir_users for each BASE/tcplab-vm.* (run.sh, once its vm.sh is
+# gone: they are all this run's).
+rs_kill_vm_users() {
+	local d
+	for d in "$1"/tcplab-vm.*; do
+		[ -d "$d" ] && [ ! -L "$d" ] || continue
+		rs_kill_dir_users "$d"
+	done
 }
 
 # rs_reap_vm_dirs BASE: remove BASE/tcplab-vm.* work directories of vm.sh runs that are gone.
@@ -322,6 +348,8 @@ rs_on_exit() {
 		kill -TERM "$RS_VM_PID" 2> /dev/null
 		for n in $(seq 100); do kill -0 "$RS_VM_PID" 2> /dev/null || break; sleep 0.05; done
 		kill -KILL "$RS_VM_PID" 2> /dev/null
+		wait "$RS_VM_PID" 2> /dev/null
+		rs_kill_vm_users "$TMPDIR_RUN"
 		: "$n"
 	fi
 	for pid in $(jobs -p); do kill -KILL "$pid" 2> /dev/null; done

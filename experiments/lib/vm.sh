@@ -65,6 +65,8 @@ cleanup() {
 		if [ -n "$pid" ]; then kill "$pid" 2>/dev/null || true; fi
 	done
 	if [ -n "$WORK" ]; then
+		exec 8<&-
+		rs_kill_dir_users "$WORK"	# QEMU and timeout even before their pids were known
 		rm -rf -- "$WORK"
 	fi
 }
