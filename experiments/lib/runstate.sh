@@ -153,10 +153,11 @@ rs_reap_tmp() {
 # delete its namespaces, stop its unprivileged units, remove its temporary directory when its
 # output directory is free.  Prints "namespaces processes kept" (kept 1: a namespace would not go).
 rs_reap_record() {
-	local f=$1 key val id="" nns=0 nproc=0 fd kept=0
+	local f=$1 key val id="" mode="" nns=0 nproc=0 fd kept=0
 	while IFS='=' read -r key val; do
 		case $key in
 		id) id=$val ;;
+		mode) mode=$val ;;
 		ns) [[ $val =~ ^$NS_PREFIX-[A-Za-z0-9._-]+$ ]] || continue
 			if [ -e "/run/netns/$val" ] || [ -e "/run/netns/$val-p" ]; then
 				tl_netns_delete "$val"
@@ -172,7 +173,7 @@ rs_reap_record() {
 			exec {fd}<&- ;;
 		esac
 	done < "$f"
-	[ -z "$id" ] || nproc=$(rs_kill_userns_procs "$id")
+	[ -z "$id" ] || [ "$mode" != userns ] || nproc=$(rs_kill_userns_procs "$id")
 	echo "$nns $nproc $kept"
 }
 
@@ -227,7 +228,7 @@ rs_start() {
 	trap 'rs_on_signal HUP 129 "hung up"' HUP
 	trap 'rs_on_signal QUIT 131 "quit"' QUIT
 	rs_lock_out "$OUT"
-	printf 'id=%s\npid=%s\n' "$RS_RUN_ID" "$$" >> "$RS_RECORD"
+	printf 'id=%s\npid=%s\nmode=%s\n' "$RS_RUN_ID" "$$" "${NS_MODE:-netns}" >> "$RS_RECORD"
 	rs_reap_stale
 	TMPDIR_RUN=$(mktemp -d "$OUT/.tmp-XXXXXXXX") || die $EXIT_FAIL "cannot make a directory in $OUT"
 	printf 'tmp=%s\n' "$TMPDIR_RUN" >> "$RS_RECORD"
@@ -353,7 +354,8 @@ rs_on_exit() {
 		: "$n"
 	fi
 	for pid in $(jobs -p); do kill -KILL "$pid" 2> /dev/null; done
-	[ -z "$RS_RUN_ID" ] || rs_kill_userns_procs "$RS_RUN_ID" > /dev/null
+	# only unprivileged units need the scan of every process's environment
+	[ "${NS_MODE:-}" != userns ] || rs_kill_userns_procs "$RS_RUN_ID" > /dev/null
 	for ns in "${NAMESPACES[@]}"; do
 		tl_netns_delete "$ns"
 	done
