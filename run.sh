@@ -11,11 +11,14 @@ NS_PREFIX=tcplab
 case ${TCPLAB_BUILD:-build} in /*) TL_BIN=$TCPLAB_BUILD/bin ;; *) TL_BIN=$TOP/${TCPLAB_BUILD:-build}/bin ;; esac
 # shellcheck source=experiments/lib/netns.sh
 . "$TOP/experiments/lib/netns.sh"
+# shellcheck source=experiments/lib/runstate.sh
+. "$TOP/experiments/lib/runstate.sh"
 EXIT_FAIL=1 EXIT_USAGE=2 EXIT_SKIP=4
 
 usage() {
 	cat <<USAGE
-usage: ./run.sh [--quick] [--all] [--kernel VERSION] [--accel tcg|kvm] [--out DIR] [NAME...]
+usage: ./run.sh [--quick] [--all] [--kernel VERSION] [--accel tcg|kvm] [--out DIR]
+                [--allow-foreign-out] [NAME...]
        ./run.sh diff DIR_A DIR_B
        ./run.sh --list | --help
 
@@ -31,7 +34,8 @@ report a .txt for people and a .json for tools, and raw/<unit>/ with what the pr
   --accel A        with --kernel: tcg (default, measured faster here) or kvm
                    VER is a Debian cloud kernel series: 4.19, or 5.0 .. 9.20 (no Linux major has
                    had more than 21 minors); anything else is refused before apt is touched
-  --out DIR        write to DIR instead of outputs/<kernel release>
+  --out DIR        write to DIR instead of outputs/<kernel release>; one run at a time per DIR
+  --allow-foreign-out  as root, write to a DIR another user owns (refused by default)
   diff A B         compare two output directories through their .json files (exit 1 if they differ)
   --list           print the unit table (experiments/units): sets, durations, limits, needs
 
@@ -129,93 +133,9 @@ select_units() {
 	SELECTED=("${out[@]}")
 }
 
-# ---- namespaces -------------------------------------------------------------------------------
-# Names are tcplab-<run pid>-<random>-<unit>, so a later run can tell a live run's namespaces
-# from those a killed run (SIGKILL runs no trap) left behind.
-
-NAMESPACES=()
-
-# Every process a run starts inherits TL_RUN_PID=<run pid> (exported in main), so a later run
-# finds what a killed run left running, in any namespace or none.  Prints "pid run_pid" lines.
-tagged_procs() {
-	grep -Hazx 'TL_RUN_PID=[0-9]*' /proc/[0-9]*/environ 2> /dev/null | tr '\0' '\n' |
-		sed -n 's|^/proc/\([0-9]*\)/environ:TL_RUN_PID=\([0-9]*\)$|\1 \2|p' || true
-}
-
-# Whether process $1 exists (kill -0 would call another user's live process dead: EPERM).
-alive() {
-	[ -e "/proc/$1" ]
-}
-
-# SIGKILL the processes of run $1, or of every run that is gone when $1 is "dead"; again while
-# a dying unit script still starts new ones.  Prints how many processes it killed.
-kill_run_procs() {
-	local want=$1 pid run killed=" " n=0 found list
-	for _ in 1 2 3 4 5; do
-		found=0
-		list=$(tagged_procs)	# whole, before killing: our own grep carries our tag too
-		while read -r pid run; do
-			[ "$pid" != "$$" ] || continue
-			if [ "$want" = dead ]; then
-				! alive "$run" || continue
-			elif [ "$run" != "$want" ]; then
-				continue
-			fi
-			kill -KILL "$pid" 2> /dev/null || continue
-			found=1
-			case $killed in *" $pid "*) ;; *) killed="$killed$pid " n=$((n + 1)) ;; esac
-		done <<< "$list"
-		[ "$found" -eq 1 ] || break
-	done
-	echo "$n"
-}
-
-# Remove what runs killed without their traps left: their processes, namespaces whose run pid
-# is gone, and half-written temporary directories and files.  Says what it removed.
-reap_stale() {
-	local ns pid found=0 n
-	n=$(kill_run_procs dead)
-	[ "$n" -eq 0 ] || log "stopped $n process(es) left by an interrupted run"
-	# only root makes (and may delete) named namespaces
-	for ns in $([ "$(id -u)" -ne 0 ] || ip netns list 2>/dev/null | awk '{print $1}' | grep "^$NS_PREFIX-" || true); do
-		pid=${ns#"$NS_PREFIX"-}
-		pid=${pid%%-*}
-		case $pid in '' | *[!0-9]*) continue ;; esac
-		if ! alive "$pid"; then
-			tl_netns_delete "${ns%-p}"
-			found=$((found + 1))
-		fi
-	done
-	[ "$found" -eq 0 ] || log "removed $found namespace(s) left by an interrupted run"
-	local d
-	# .tmp-PID: a run's raw directory; .NAME.XXXX.tmp-PID: a report's file being written
-	for d in "$TOP"/outputs/*/.tmp-* "$OUT"/.tmp-* "$TOP"/outputs/*/.*.tmp-* "$OUT"/.*.tmp-*; do
-		[ -e "$d" ] || continue
-		pid=${d##*.tmp-}
-		case $pid in '' | *[!0-9]*) continue ;; esac
-		alive "$pid" || [ ! -w "${d%/*}" ] || ! rm -rf "$d" 2> /dev/null ||
-			log "removed ${d#"$TOP"/}, left by an interrupted run"
-	done
-}
-
-# Every namespace is registered before it is made, so an interrupt from then on finds it.
-make_ns() {
-	NAMESPACES+=("$1")
-	tl_netns_create "$1"
-}
-
-TMPDIR_RUN=""
-cleanup() {
-	local status=$?
-	trap - EXIT INT TERM
-	local ns
-	kill_run_procs $$ > /dev/null	# also what a unit started before its namespace was gone
-	for ns in "${NAMESPACES[@]}"; do
-		tl_netns_delete "$ns"
-	done
-	[ -z "$TMPDIR_RUN" ] || rm -rf "$TMPDIR_RUN"
-	exit "$status"
-}
+# ---- run state ------------------------------------------------------------------------------
+# Locks, namespaces, temporary directory, reaper, traps: experiments/lib/runstate.sh.
+# Namespaces are named tcplab-<run pid>-<random>-<unit>; the run's record lists them.
 
 # ---- build ------------------------------------------------------------------------------------
 
@@ -359,8 +279,8 @@ unit_failed() {
 	WHY[$unit]=$why
 	mkdir -p "$OUT/raw" "$TMPDIR_RUN/raw/$unit"
 	printf '%s\n' "$why" > "$TMPDIR_RUN/raw/$unit/status.txt"
-	rm -rf "${OUT:?}/raw/$unit"
-	mv "$TMPDIR_RUN/raw/$unit" "$OUT/raw/$unit"
+	rs_install_dir "$TMPDIR_RUN/raw/$unit" "$OUT/raw/$unit" ||
+		die $EXIT_FAIL "$unit: cannot put its raw directory in place"
 	log "$unit: $why; partial output in ${OUT#"$TOP"/}/raw/$unit/"
 }
 
@@ -386,9 +306,9 @@ finish_unit() {
 	elif [ -e "$TMPDIR_RUN/raw/$unit/status.txt" ]; then
 		unit_failed "$unit" "failed: exit 0 after writing status.txt: $(head -n 1 "$TMPDIR_RUN/raw/$unit/status.txt")"
 	else
-		rm -rf "${OUT:?}/raw/$unit"
 		mkdir -p "$OUT/raw"
-		mv "$TMPDIR_RUN/raw/$unit" "$OUT/raw/$unit"
+		rs_install_dir "$TMPDIR_RUN/raw/$unit" "$OUT/raw/$unit" ||
+			die $EXIT_FAIL "$unit: cannot put its raw directory in place"
 		DONE_UNITS+=("$unit")
 		log "$unit: done in $((SECONDS - UNIT_T0[$unit])) s"
 	fi
@@ -432,19 +352,17 @@ run_reports() {
 run_vm() {
 	local raw="$TMPDIR_RUN/raw" status=0 release u rc
 	mkdir -p "$raw"
-	TCPLAB_EXPERIMENTS=$EXP "$TOP/experiments/lib/vm.sh" --accel "$ACCEL" "$KERNEL" "$raw" "$@" || status=$?
+	TCPLAB_EXPERIMENTS=$EXP rs_run_vm --accel "$ACCEL" "$KERNEL" "$raw" "$@" || status=$?
 	[ "$status" -ne "$EXIT_SKIP" ] || exit "$EXIT_SKIP"
 	release=$(sed -n 's/^kernel=//p' "$raw/vm.txt" 2> /dev/null | head -n 1)
 	[ -n "$release" ] || die $EXIT_FAIL "the guest reported no kernel release (see above)"
-	[ -n "$OUT_SET" ] || OUT="$TOP/outputs/$release"
-	mkdir -p "$OUT/raw"
+	[ -n "$OUT_SET" ] || rs_switch_out "$TOP/outputs/$release"
 	for u in "$@"; do
 		[ ! -d "$raw/$u" ] || cp "$raw/vm.txt" "$raw/$u/vm.txt"	# how this unit's guest ran
 		rc=$(sed -n "s/^unit\.$u=//p" "$raw/vm.txt" | head -n 1)
 		# a unit that ran to its end (unit.U=0) counts even when a later one hung the guest
 		if [ -d "$raw/$u" ] && [ "$rc" = 0 ]; then
-			rm -rf "${OUT:?}/raw/$u"
-			mv "$raw/$u" "$OUT/raw/$u"
+			rs_install_dir "$raw/$u" "$OUT/raw/$u" || die $EXIT_FAIL "$u: cannot put its raw directory in place"
 			DONE_UNITS+=("$u")
 		else
 			case $rc in
@@ -487,6 +405,7 @@ main() {
 		--accel) [ $# -ge 2 ] || die $EXIT_USAGE "--accel needs tcg or kvm"; ACCEL=$2; accel_set=1; shift ;;
 		--out) [ $# -ge 2 ] || die $EXIT_USAGE "--out needs a directory"; OUT=$2; OUT_SET=1; shift
 			[ -n "$OUT" ] || die $EXIT_USAGE "--out '': want a directory" ;;
+		--allow-foreign-out) RS_ALLOW_FOREIGN=1 ;;
 		--) shift; units+=("$@"); break ;;
 		-*) die $EXIT_USAGE "unknown option '$1' (see ./run.sh --help)" ;;
 		*) units+=("$1") ;;
@@ -534,17 +453,7 @@ main() {
 				die $EXIT_SKIP "$u needs root (root=yes or netns=2 in experiments/units)"
 		done
 	fi
-	[ -n "$OUT" ] || OUT="$TOP/outputs/$(uname -r)"
-	mkdir -p "$OUT" 2> /dev/null && [ -w "$OUT" ] || die $EXIT_FAIL "cannot write to $OUT"
-	OUT=$(cd "$OUT" && pwd)
-
-	export TL_RUN_PID=$$
-	reap_stale
-	TMPDIR_RUN="$OUT/.tmp-$$"
-	trap cleanup EXIT
-	trap 'log "interrupted: stopping every unit"; exit 130' INT
-	trap 'log "terminated: stopping every unit"; exit 143' TERM
-	mkdir -p "$TMPDIR_RUN"
+	rs_start
 	ensure_built
 	FAILED=() DONE_UNITS=()
 	local t0=$SECONDS

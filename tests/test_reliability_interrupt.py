@@ -1,16 +1,22 @@
-"""Interrupts and crashes leave nothing behind: SIGINT, SIGTERM or SIGKILL at 20 random points
-of `./run.sh --quick`, to run.sh alone or to its whole process group (what Ctrl-C does).
+"""Interrupts and crashes leave nothing behind: SIGINT, SIGTERM, SIGHUP, SIGQUIT or SIGKILL at
+20 random points of `./run.sh --quick`, to run.sh alone or to its whole process group (what
+Ctrl-C does); two signals 20-50 ms apart; a signal while cleanup runs (right after the
+"finished" line, right after the "interrupted" line); and, with --kernel (marker qemu), signals
+to run.sh and SIGKILL to vm.sh while the guest runs.
 
 After each interrupt (and, for SIGKILL, after the next run.sh, which must reap and say so):
 no namespace of the run, no process it started, no socket on the lab's ports in the host
-namespace, no temporary file or directory, and every .json in the output directory parses.
-The RNG seed is printed; TCPLAB_INTERRUPT_SEED=N repeats a sequence.  docs/reliability.md."""
+namespace, no temporary file or directory, no stale run record, no VM work directory, and every
+.json in the output directory parses.  The RNG seed is printed; TCPLAB_INTERRUPT_SEED=N repeats
+a sequence.  docs/reliability.md."""
+import fcntl
 import glob
 import json
 import os
 import random
 import re
 import secrets
+import shutil
 import signal
 import subprocess
 import time
@@ -24,6 +30,8 @@ RUN = os.path.join(TOP, "run.sh")
 INTERRUPTS = 20
 CONNECTS = "200"
 TAG = "TL_RELIABILITY_TAG"
+CATCHABLE = [signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT]
+STATE = "/run/tcplab"
 
 
 def lab_ports():
@@ -103,7 +111,36 @@ def leftovers(out, pid, tag, ports, baseline_inodes):
     for name in os.listdir(out):
         if ".tmp-" in name:
             found.append(f"temporary {name}")
+    found += [f"stale record {r}" for r in stale_records(out)]
+    found += [f"VM work directory {d}"
+              for d in glob.glob(os.path.join(out, "**", "tcplab-vm.*"), recursive=True)]
     return found
+
+
+def stale_records(out):
+    """Run records (runstate.sh) naming our output directory whose lock nobody holds."""
+    found = []
+    for path in glob.glob(os.path.join(STATE, "run.*")):
+        try:
+            with open(path) as f:
+                if f"out={os.path.realpath(out)}\n" not in f.read():
+                    continue
+                try:
+                    fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    continue  # a live run's
+                found.append(path)
+        except OSError:
+            continue
+    return found
+
+
+VM_DIRS_BEFORE = set(glob.glob("/tmp/tcplab-vm.*"))
+
+
+def vm_dirs():
+    """/tmp/tcplab-vm.* directories made since this module was imported."""
+    return sorted(set(glob.glob("/tmp/tcplab-vm.*")) - VM_DIRS_BEFORE)
 
 
 def wait_clean(out, pid, tag, ports, baseline, deadline_s=3.0):
@@ -139,21 +176,30 @@ def start(out, tag, *units):
 
 
 def plan(rng, duration):
-    """20 (signal, target, delay) triples: each signal about a third of the time, to run.sh
-    alone or to its process group, at a uniformly random time of a whole run."""
-    sigs = [signal.SIGINT] * 7 + [signal.SIGTERM] * 7 + [signal.SIGKILL] * 6
+    """20 (signal, target, delay) triples: 4 each of SIGINT, SIGTERM, SIGHUP, SIGQUIT and
+    SIGKILL, to run.sh alone or to its process group, at a uniformly random time of a run."""
+    sigs = (CATCHABLE + [signal.SIGKILL]) * 4
     rng.shuffle(sigs)
     return [(s, rng.choice(["pid", "group"]), rng.uniform(0.0, duration)) for s in sigs]
 
 
-def test_interrupts_leave_nothing(tmp_path):
+def seeded(what):
+    """A random.Random from TCPLAB_INTERRUPT_SEED or a fresh seed, printed."""
     seed = int(os.environ.get("TCPLAB_INTERRUPT_SEED", secrets.randbits(32)))
-    print(f"\ninterrupt seed {seed} (TCPLAB_INTERRUPT_SEED={seed} repeats it)")
-    rng = random.Random(seed)
-    out = str(tmp_path / "out")
-    tag = secrets.token_hex(6)
+    print(f"\n{what} seed {seed} (TCPLAB_INTERRUPT_SEED={seed} repeats it)")
+    return random.Random(seed)
+
+
+def fresh_case(tmp_path):
+    """(output directory, environment tag, lab ports, host sockets already there)."""
     ports = lab_ports()
-    baseline = {s[0] for s in host_lab_sockets(ports)}
+    return (str(tmp_path / "out"), secrets.token_hex(6), ports,
+            {s[0] for s in host_lab_sockets(ports)})
+
+
+def test_interrupts_leave_nothing(tmp_path):
+    rng = seeded("interrupt")
+    out, tag, ports, baseline = fresh_case(tmp_path)
     leaks = []
 
     t0 = time.monotonic()
@@ -195,3 +241,199 @@ def test_interrupts_leave_nothing(tmp_path):
           + ", ".join(f"{k} {v}" for k, v in sorted(tally.items())))
     print(f"leaks found: {len(leaks)}")
     assert not leaks, "\n".join(leaks)
+
+
+def signal_at_line(out, tag, needle, sigs, gap_s=0.0, target="pid", units=()):
+    """Start a run; when a stderr line contains needle, send sigs (to run.sh or its group),
+    gap_s apart.  Returns (exit status, stderr)."""
+    p = start(out, tag, *units)
+    err = []
+    sent = False
+    for line in p.stderr:
+        err.append(line)
+        if not sent and needle in line:
+            for i, sig in enumerate(sigs):
+                if i:
+                    time.sleep(gap_s)  # the gap under test, not a synchronisation
+                (os.killpg if target == "group" else os.kill)(p.pid, sig)
+            sent = True
+    p.wait(timeout=60)
+    return p.returncode, "".join(err), sent, p.pid
+
+
+def test_signal_during_cleanup(tmp_path):
+    """SIGTERM (then each other catchable signal) right after the "finished" line, when the
+    EXIT trap is running, and a second signal right after the "interrupted" line: cleanup runs
+    to its end.  Before this fix, 12 of 12 SIGTERMs after "finished" left .tmp-PID (exit 143)."""
+    out, tag, ports, baseline = fresh_case(tmp_path)
+    leaks, tries = [], 0
+    for sig in CATCHABLE * 2:
+        rc, err, sent, pid = signal_at_line(out, tag, "finished in", [sig], units=["p01-machine"])
+        tries += sent
+        assert rc in (0, 128 + sig), f"{sig.name} after finished: exit {rc}: {err[-2000:]}"
+        leaks += [f"{sig.name} after finished: {x}" for x in wait_clean(out, pid, tag, ports, baseline)]
+    for first, second in zip(CATCHABLE, CATCHABLE[1:] + CATCHABLE[:1]):
+        # the "... stopping every unit" line is printed by the trap: now hit the cleanup
+        p = start(out, tag)
+        got, sent = [], False
+        for line in p.stderr:
+            got.append(line)
+            if "started in namespace" in line and not sent:
+                os.killpg(p.pid, first)
+                sent = True
+            elif "stopping every unit" in line:
+                os.killpg(p.pid, second)
+                tries += 1
+        p.wait(timeout=60)
+        assert p.returncode == 128 + first, f"{first.name}+{second.name}: {''.join(got)[-2000:]}"
+        leaks += [f"{first.name} then {second.name} in cleanup: {x}"
+                  for x in wait_clean(out, p.pid, tag, ports, baseline)]
+    print(f"\nsignals during cleanup: {tries}, leaks found: {len(leaks)}")
+    assert not leaks, "\n".join(leaks)
+
+
+def test_double_signals(tmp_path):
+    """Two signals 20-50 ms apart, to the process group (two Ctrl-Cs) or to run.sh, at a random
+    moment: nothing left (before this fix, two SIGINTs left up to 4 namespaces)."""
+    rng = seeded("double-signal")
+    out, tag, ports, baseline = fresh_case(tmp_path)
+    leaks = []
+    n = 12
+    for i in range(n):
+        first, second = rng.choice(CATCHABLE), rng.choice(CATCHABLE)
+        target = rng.choice(["group", "pid"])
+        kill = os.killpg if target == "group" else os.kill
+        p = start(out, tag)
+        try:
+            p.wait(timeout=rng.uniform(0.3, 6.0))
+        except subprocess.TimeoutExpired:
+            kill(p.pid, first)
+            time.sleep(rng.uniform(0.02, 0.05))  # the gap under test
+            try:
+                kill(p.pid, second)
+            except ProcessLookupError:
+                pass
+        _, err = p.communicate(timeout=60)
+        what = f"#{i} {first.name}+{second.name} to {target} (exit {p.returncode})"
+        assert p.returncode in (0, 128 + first, 128 + second), f"{what}: {err[-2000:]}"
+        assert "Traceback" not in err, f"{what}: {err[-2000:]}"
+        leaks += [f"{what}: {x}" for x in wait_clean(out, p.pid, tag, ports, baseline)]
+        leaks += [f"{what}: {x}" for x in truncated_outputs(out)]
+    print(f"double signals: {n}, leaks found: {len(leaks)}")
+    assert not leaks, "\n".join(leaks)
+
+
+# ---- with --kernel: QEMU -----------------------------------------------------------------------
+
+def need_vm():
+    if shutil.which("qemu-system-x86_64") is None:
+        pytest.skip("qemu-system-x86_64 not installed (make deps-kernel)")
+    if os.geteuid() != 0:
+        pytest.skip("needs root: the kernel cache and apt-get download")
+
+
+def vm_procs(tag):
+    """(pid, what) of the run's vm.sh, timeout and qemu processes still alive."""
+    found = []
+    for pid in tagged_pids(tag):
+        c = cmdline(pid)
+        if "vm.sh" in c or "qemu-system" in c:
+            found.append((pid, c[:80]))
+    return found
+
+
+def vm_leftovers(out, tag):
+    left = [f"process {p}: {c}" for p, c in vm_procs(tag)]
+    left += [f"VM work directory {d}" for d in vm_dirs()
+             if os.stat(d).st_mtime >= VM_T0]
+    left += [f"VM work directory {d}"
+             for d in glob.glob(os.path.join(out, "**", "tcplab-vm.*"), recursive=True)]
+    left += [f"temporary {n}" for n in os.listdir(out) if ".tmp-" in n] if os.path.isdir(out) else []
+    return left
+
+
+VM_T0 = time.time()
+
+
+def wait_vm_clean(out, tag, deadline_s=10.0):
+    end = time.monotonic() + deadline_s
+    while True:
+        left = vm_leftovers(out, tag)
+        if not left or time.monotonic() > end:
+            return left
+        time.sleep(0.05)
+
+
+def start_vm(out, tag):
+    env = dict(os.environ, TL_CONNECTS=CONNECTS, **{TAG: tag})
+    return subprocess.Popen([RUN, "--kernel", "6.1", "--out", out, "p01-machine"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            env=env, start_new_session=True)
+
+
+def until_booting(p):
+    """Read stderr until vm.sh says it boots; returns what was read (skips if vm.sh skipped)."""
+    got = []
+    for line in p.stderr:
+        got.append(line)
+        if "vm: booting" in line:
+            return got
+    p.wait(timeout=60)
+    if p.returncode == 4:
+        pytest.skip("vm.sh skipped: " + "".join(got).strip().splitlines()[-1])
+    pytest.fail("no 'vm: booting' line:\n" + "".join(got)[-2000:])
+
+
+@pytest.mark.qemu
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT,
+                                 signal.SIGKILL], ids=lambda s: s.name)
+def test_kernel_run_interrupted(tmp_path, sig):
+    """A signal to run.sh while the guest runs: acted on at once (not when the VM ends, 7-9 s
+    later), QEMU stopped, no VM work directory left (after SIGKILL: the kernel sends vm.sh
+    SIGTERM, and the next run removes the temporary directory)."""
+    need_vm()
+    out, tag = str(tmp_path / "out"), secrets.token_hex(6)
+    p = start_vm(out, tag)
+    try:
+        until_booting(p)
+        t0 = time.monotonic()
+        os.kill(p.pid, sig)
+        rest = p.stderr.read()
+        p.wait(timeout=30)
+        took = time.monotonic() - t0
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == (-sig if sig == signal.SIGKILL else 128 + sig), rest[-2000:]
+    assert took < 3.0, f"{sig.name}: run.sh took {took:.1f} s to stop:\n{rest[-2000:]}"
+    if sig == signal.SIGKILL:
+        r = start(out, tag, "p01-machine")
+        _, rerr = r.communicate(timeout=60)
+        assert r.returncode == 0, rerr[-2000:]
+    left = wait_vm_clean(out, tag)
+    print(f"\n--kernel {sig.name}: stopped in {took:.2f} s, leaks found: {len(left)}")
+    assert not left, "\n".join(left)
+
+
+@pytest.mark.qemu
+def test_kernel_vm_sh_killed(tmp_path):
+    """SIGKILL to vm.sh while the guest runs: run.sh says so in one line and exits 1 (was: exit
+    2, "bad usage", and no message); QEMU dies with vm.sh; nothing is left."""
+    need_vm()
+    out, tag = str(tmp_path / "out"), secrets.token_hex(6)
+    p = start_vm(out, tag)
+    try:
+        until_booting(p)
+        vm = [pid for pid, c in vm_procs(tag) if "vm.sh" in c and "setpriv" not in c]
+        assert vm, "no vm.sh process"
+        os.kill(vm[0], signal.SIGKILL)
+        rest = p.stderr.read()
+        p.wait(timeout=30)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 1, rest[-2000:]
+    assert "vm.sh was killed by SIGKILL" in rest, rest[-2000:]
+    left = wait_vm_clean(out, tag)
+    print(f"\nSIGKILL to vm.sh: exit 1, leaks found: {len(left)}")
+    assert not left, "\n".join(left)

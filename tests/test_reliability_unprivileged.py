@@ -78,3 +78,62 @@ def test_quick_run_without_root(user_dir, bindir):
     assert syn["counters"]["TcpExtListenOverflows"] == len(syn["retransmits"]) + 1
     for path in glob.glob(os.path.join(out, "**"), recursive=True):
         assert os.stat(path).st_uid == pwd.getpwnam(USER).pw_uid, path
+
+
+def user_env(user_dir, bindir, tag):
+    return dict(os.environ, TL_CONNECTS=str(N), HOME=user_dir, **{TAG: tag},
+                TCPLAB_BUILD=os.path.relpath(os.path.dirname(bindir), TOP))
+
+
+def need_userns():
+    if as_user(["unshare", "-rn", "true"], capture_output=True).returncode != 0:
+        pytest.skip("unprivileged user namespaces are not allowed here")
+
+
+def test_killed_run_reaped_without_root(user_dir, bindir):
+    """SIGKILL to an unprivileged run.sh while its units run: they live on in their user
+    namespaces; the next run (its lock is free, so the run is provably gone) stops them, says
+    so, and leaves nothing.  A regression guard: the reaper no longer works by pid and tag."""
+    import signal
+    import time
+    need_userns()
+    out = os.path.join(user_dir, "out")
+    tag = "k" + str(os.getpid())
+    env = user_env(user_dir, bindir, tag)
+    p = subprocess.Popen(["setpriv", f"--reuid={USER}", f"--regid={GROUP}", "--clear-groups",
+                          os.path.join(TOP, "run.sh"), "--quick", "--out", out],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
+    for line in p.stderr:
+        if "p01-synretry: started" in line:
+            break
+    p.kill()
+    p.wait(timeout=10)
+    p.stderr.close()
+    assert tagged(tag), "nothing was left running: the test proves nothing"
+    r = as_user([os.path.join(TOP, "run.sh"), "--out", out, "p01-machine"], capture_output=True,
+                text=True, env=env, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "process(es) left by an interrupted run" in r.stderr, r.stderr[-2000:]
+    end = time.monotonic() + 3
+    while tagged(tag) and time.monotonic() < end:
+        time.sleep(0.02)
+    assert tagged(tag) == []
+    assert not [n for n in os.listdir(out) if ".tmp-" in n]
+
+
+def test_stale_tag_alone_is_not_killed_without_root(user_dir, bindir):
+    """A process of the same user carrying a stale run tag, outside any namespace tcplab made, is
+    not tcplab's to kill (the old reaper killed it)."""
+    need_userns()
+    env = user_env(user_dir, bindir, "s" + str(os.getpid()))
+    victim = subprocess.Popen(["setpriv", f"--reuid={USER}", f"--regid={GROUP}",
+                               "--clear-groups", "sleep", "60"],
+                              env=dict(env, TL_RUN_PID="999999", TL_RUN_ID="00000000deadbeef"))
+    try:
+        r = as_user([os.path.join(TOP, "run.sh"), "--out", os.path.join(user_dir, "out"),
+                     "p01-machine"], capture_output=True, text=True, env=env, timeout=120)
+        assert r.returncode == 0, r.stderr[-2000:]
+        assert victim.poll() is None, "run.sh killed a process by its environment tag alone"
+    finally:
+        victim.kill()
+        victim.wait()

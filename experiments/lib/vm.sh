@@ -22,6 +22,9 @@ TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 CACHE=${TCPLAB_CACHE:-/var/cache/tcplab}
 BUILD=${TCPLAB_BUILD:-build}
 case $BUILD in /*) BINDIR=$BUILD/bin ;; *) BINDIR=$TOP/$BUILD/bin ;; esac
+PROG=vm.sh
+# shellcheck source=experiments/lib/runstate.sh
+. "$TOP/experiments/lib/runstate.sh"	# rs_reap_vm_dirs
 EXPDIR=${TCPLAB_EXPERIMENTS:-$TOP/experiments}	# tests point this at units of their own
 MODULES=(inet_diag tcp_diag)	# what sock_diag needs; the debs carry no modules.dep
 MEMORY_MB=512
@@ -61,13 +64,17 @@ cleanup() {
 		if [ -n "$pid" ]; then kill "$pid" 2>/dev/null || true; fi
 	done
 	if [ -n "$WORK" ]; then
+		exec 8<&-
+		rs_kill_dir_users "$WORK"	# QEMU and timeout even before their pids were known
 		rm -rf -- "$WORK"
 	fi
 }
 
+# $1 the signal's name, $2 the exit status; cleanup (the EXIT trap) is not cut short by another.
 on_signal() {
-	echo "vm.sh: interrupted" >&2
-	exit 130
+	trap '' INT TERM HUP QUIT
+	echo "vm.sh: interrupted (SIG$1)" >&2
+	exit "$2"
 }
 
 # Seconds since START_NS with one decimal.
@@ -362,7 +369,9 @@ run_qemu() {
 	: >"$WORK/console.log"
 	: >"$WORK/data.txt"
 	START_NS=$(date +%s%N)
-	timeout -k 5 "$TIMEOUT" qemu-system-x86_64 -name "tcplab-$RELEASE" \
+	# QEMU dies with timeout, timeout with this script (PR_SET_PDEATHSIG), even after a SIGKILL
+	setpriv --pdeathsig KILL timeout -k 5 "$TIMEOUT" \
+		setpriv --pdeathsig KILL qemu-system-x86_64 -name "tcplab-$RELEASE" \
 		-machine pc -accel "$accel_opt" -cpu "$cpu" -smp 1 -m "$MEMORY_MB" \
 		-nodefaults -no-user-config -display none -no-reboot -nic none \
 		-kernel "$VMLINUZ" -initrd "$WORK/initrd.gz" -append "$append" \
@@ -459,13 +468,23 @@ main() {
 	parse_args "$@"
 	check_tools
 	trap cleanup EXIT
-	trap on_signal INT TERM
+	trap 'on_signal INT 130' INT
+	trap 'on_signal TERM 143' TERM
+	trap 'on_signal HUP 129' HUP
+	trap 'on_signal QUIT 131' QUIT
 	{ mkdir -p "$RAWROOT" 2>/dev/null && [ -w "$RAWROOT" ]; } || fail 1 "cannot write to $RAWROOT"
 	resolve_kernel
 	[ -n "$TIMEOUT" ] || TIMEOUT=$((60 + $(units_duration)))
 	# The guest stops its units itself a little before the host kills it, so it can still ship.
 	GUEST_DEADLINE=$((TIMEOUT > 40 ? TIMEOUT - 20 : TIMEOUT / 2))
-	WORK=$(mktemp -d /tmp/tcplab-vm.XXXXXX)
+	# The work directory (8 MB and more) is locked while this script and QEMU live, then marked:
+	# a later vm.sh removes marked ones whose lock is free (runstate.sh); run.sh points TMPDIR
+	# at its own temporary directory, which it removes itself.
+	rs_reap_vm_dirs "${TMPDIR:-/tmp}"
+	WORK=$(mktemp -d "${TMPDIR:-/tmp}/tcplab-vm.XXXXXX")
+	exec 8< "$WORK"
+	flock -n 8 || fail 1 "cannot lock $WORK"
+	: > "$WORK/.locked"
 	build_initramfs
 	progress "booting $RELEASE ($ACCEL, $(du -k "$WORK/initrd.gz" | cut -f1) KiB initramfs, timeout ${TIMEOUT} s): ${UNITS[*]}"
 	run_qemu

@@ -1,0 +1,369 @@
+# runstate.sh — what a run owns and how it proves it: its locks, its temporary directory, its
+# namespaces, and the cleanup of all of them; sourced by run.sh (and, for the VM work
+# directories, by vm.sh).  docs/reliability.md explains the design; in short:
+#
+# - A live run holds two flock(2) locks, taken by a small holder process that the kernel kills
+#   when run.sh dies (PR_SET_PDEATHSIG, `setpriv --pdeathsig KILL`), so the kernel releases them
+#   even after a SIGKILL, in any PID namespace, and nothing the run starts inherits them:
+#     * the output directory itself (a second run on the same --out refuses with one line, as
+#       apt does when its lock is taken);
+#     * its record, $RS_STATE/run.<id>: /run/tcplab (root) or ${XDG_RUNTIME_DIR:-/tmp}/tcplab-<uid>,
+#       listing its id, output and temporary directories and every namespace it creates.
+# - A run is dead when its record's lock can be taken (never by a pid, which means nothing in
+#   another PID namespace).  The reaper deletes only the namespaces a dead run's record names
+#   (`ip netns pids` + SIGKILL + `ip netns del`, as netns.sh does), kills only processes of that
+#   dead run that sit in a user namespace below ours (the unprivileged units), and removes only
+#   temporary files in output directories whose lock it holds.
+# - Temporary directories come from mktemp -d; raw directories are put in place by rename(2)
+#   (rs_install_dir), never through a symlink tcplab did not make.
+# - The EXIT trap runs once; every catchable signal (INT TERM HUP QUIT) is ignored from the
+#   moment cleanup starts, so a second signal cannot cut it short.
+#
+# Functions called from run.sh: rs_start, rs_switch_out, make_ns, rs_install_dir, rs_run_vm.
+# Error rule: a function that can fail prints one line on stderr and returns 1, except rs_start and
+# rs_switch_out, which exit through die() (run.sh's), as main() would.
+
+RS_HOLD="" RS_STATE="" RS_RECORD="" RS_RUN_ID="" RS_ALLOW_FOREIGN="" RS_VM_PID=""
+RS_HOLDERS=()	# pids of the lock holders, killed last
+NAMESPACES=()
+TMPDIR_RUN=""
+
+# The state directory: root's is /run/tcplab (tmpfs, root only, empty after a reboot); another
+# user's is a 0700 directory of their own, which must not be a symlink or someone else's.
+rs_state_dir() {
+	local d
+	if [ "$(id -u)" -eq 0 ]; then
+		d=/run/tcplab
+	else
+		d=${XDG_RUNTIME_DIR:-/tmp}/tcplab-$(id -u)
+	fi
+	mkdir -m 0700 -p "$d" 2> /dev/null || true
+	if [ -L "$d" ] || ! [ -d "$d" ] || [ "$(stat -c %u "$d")" != "$(id -u)" ] ||
+		[ -n "$(find "$d" -maxdepth 0 -perm /022)" ]; then
+		echo "$PROG: state directory $d is not a directory only $(id -un) owns and can write" >&2
+		return 1
+	fi
+	echo "$d"
+}
+
+# rs_hold DIR [RECORD_TMP RECORD]: a background holder that locks directory DIR (and creates,
+# locks and renames RECORD_TMP to RECORD, so a reaper never sees an unlocked record of a live
+# run) and keeps the locks until it is killed: by cleanup, or by the kernel when run.sh dies.
+# Sets RS_HOLD to "locked", "busy" (DIR's lock is taken) or "error".  Not in a subshell: the
+# holder's parent must be run.sh itself.
+rs_hold() {
+	local fd
+	# shellcheck disable=SC2016
+	exec {fd}< <(exec setpriv --pdeathsig KILL sh -c '
+		trap "" INT TERM HUP QUIT
+		exec 2> /dev/null
+		exec 8< "$1" || { echo error; exit 1; }
+		flock -n 8 || { echo busy; exit 1; }
+		if [ -n "$2" ]; then
+			exec 9> "$2" && flock -n 9 && mv -f "$2" "$3" || { echo error; exit 1; }
+		fi
+		echo locked
+		exec sleep infinity' sh "$@")
+	RS_HOLDERS+=("$!")
+	read -r -t 60 RS_HOLD <&"$fd" || RS_HOLD=error
+	exec {fd}<&-
+}
+
+# The line a refused run prints: who holds DIR, from the records of live runs.
+rs_holder_of() {
+	local f pid
+	for f in "$RS_STATE"/run.*; do
+		[ -f "$f" ] && grep -qxF "out=$1" "$f" 2> /dev/null || continue
+		pid=$(sed -n 's/^pid=//p' "$f")
+		echo " (run.sh pid $pid in its PID namespace)"
+		return 0
+	done
+}
+
+# rs_check_out DIR: DIR exists (made if need be), is writable, and, for root, belongs to root
+# unless --allow-foreign-out; prints its physical path.
+rs_check_out() {
+	local dir=$1 owner
+	mkdir -p -- "$dir" 2> /dev/null && [ -d "$dir" ] && [ -w "$dir" ] ||
+		die $EXIT_FAIL "cannot write to $dir"
+	dir=$(cd -- "$dir" && pwd -P) || die $EXIT_FAIL "cannot enter $dir"
+	owner=$(stat -c %u -- "$dir")
+	if [ "$(id -u)" -eq 0 ] && [ "$owner" != 0 ] && [ -z "$RS_ALLOW_FOREIGN" ]; then
+		die $EXIT_USAGE "$dir belongs to $(stat -c %U -- "$dir") (uid $owner): refusing to write there as root (--allow-foreign-out to do it anyway)"
+	fi
+	echo "$dir"
+}
+
+# rs_lock_out DIR: lock DIR for this run (with the record when it is the first), or exit 1.
+rs_lock_out() {
+	local first=""
+	if [ -z "$RS_RECORD" ]; then
+		first=1
+		rs_hold "$1" "$RS_STATE/.new.$RS_RUN_ID" "$RS_STATE/run.$RS_RUN_ID"
+	else
+		rs_hold "$1"
+	fi
+	case $RS_HOLD in
+	locked) [ -z "$first" ] || RS_RECORD=$RS_STATE/run.$RS_RUN_ID ;;
+	busy) die $EXIT_FAIL "$1 is in use by another run$(rs_holder_of "$1"): wait for it to finish, or use another --out" ;;
+	*) die $EXIT_FAIL "cannot lock $1 or write $RS_STATE" ;;
+	esac
+	printf 'out=%s\n' "$1" >> "$RS_RECORD"
+}
+
+# Kill, in rounds while a dying unit script still starts new ones, the processes of run $1 that
+# sit in a user namespace other than ours (the unprivileged units: unshare -rn).  The run id is
+# 64 random bits; the namespace condition keeps it from ever touching a host process.  Prints how
+# many it killed.
+rs_kill_userns_procs() {
+	local id=$1 own pid n=0 round list found
+	own=$(readlink /proc/self/ns/user)
+	for round in 1 2 3 4 5; do
+		found=0
+		list=$(grep -lazx "TL_RUN_ID=$id" /proc/[0-9]*/environ 2> /dev/null || true)
+		for pid in $list; do
+			pid=${pid#/proc/}
+			pid=${pid%/environ}
+			[ "$(readlink "/proc/$pid/ns/user" 2> /dev/null)" != "$own" ] || continue
+			[ -n "$(readlink "/proc/$pid/ns/user" 2> /dev/null)" ] || continue
+			kill -KILL "$pid" 2> /dev/null || continue
+			found=1
+			n=$((n + 1))
+		done
+		[ "$found" = 1 ] || break
+		: "$round"
+	done
+	echo "$n"
+}
+
+# rs_reap_tmp DIR: remove the temporary entries of dead runs in DIR, whose lock the caller
+# holds: .tmp-* (raw directories) and .NAME.XXXX.tmp-PID (reports being written).  rm does not
+# follow a symlink it is given, so a planted one is removed, not what it points to.
+rs_reap_tmp() {
+	local d n=0
+	for d in "$1"/.tmp-* "$1"/.*.tmp-*; do
+		[ -e "$d" ] || [ -L "$d" ] || continue
+		[ "$d" != "$TMPDIR_RUN" ] || continue
+		rm -rf -- "$d" 2> /dev/null && n=$((n + 1))
+	done
+	[ "$n" -eq 0 ] || log "removed $n temporary file(s) in ${1#"$TOP"/}/ left by an interrupted run"
+}
+
+# rs_reap_record FILE: FILE is the record of a run that is gone (the caller holds its lock):
+# delete its namespaces, stop its unprivileged units, remove its temporary directory when its
+# output directory is free.  Prints "namespaces processes kept" (kept 1: a namespace would not go).
+rs_reap_record() {
+	local f=$1 key val id="" mode="" nns=0 nproc=0 fd kept=0
+	while IFS='=' read -r key val; do
+		case $key in
+		id) id=$val ;;
+		mode) mode=$val ;;
+		ns) [[ $val =~ ^$NS_PREFIX-[A-Za-z0-9._-]+$ ]] || continue
+			if [ -e "/run/netns/$val" ] || [ -e "/run/netns/$val-p" ]; then
+				tl_netns_delete "$val"
+				nns=$((nns + 1))
+				# still there: keep the record, so the next run tries again
+				[ ! -e "/run/netns/$val" ] || kept=1
+			fi ;;
+		tmp) [ -e "$val" ] || [ -L "$val" ] || continue
+			{ exec {fd}< "${val%/*}"; } 2> /dev/null || continue
+			if [ "${val%/*}" = "$OUT" ] || flock -n "$fd"; then
+				rm -rf -- "$val" && log "removed ${val#"$TOP"/}, left by an interrupted run"
+			fi
+			exec {fd}<&- ;;
+		esac
+	done < "$f"
+	[ -z "$id" ] || [ "$mode" != userns ] || nproc=$(rs_kill_userns_procs "$id")
+	echo "$nns $nproc $kept"
+}
+
+# What runs that are gone left behind: for each record whose lock is free, its namespaces and
+# processes; then the temporary files in our output directory (ours alone, by its lock) and in
+# every other outputs/*/ whose lock is free.  Says what it removed.
+rs_reap_stale() {
+	local f fd r=() nns=0 nproc=0 d
+	for f in "$RS_STATE"/run.*; do
+		[ -f "$f" ] && [ ! -L "$f" ] && [ "$f" != "$RS_RECORD" ] || continue
+		{ exec {fd}< "$f"; } 2> /dev/null || continue
+		if flock -n "$fd"; then
+			r=($(rs_reap_record "$f"))
+			nns=$((nns + r[0]))
+			nproc=$((nproc + r[1]))
+			[ "${r[2]}" = 1 ] || rm -f -- "$f"
+		fi
+		exec {fd}<&-
+	done
+	[ "$nproc" -eq 0 ] || log "stopped $nproc process(es) left by an interrupted run"
+	[ "$nns" -eq 0 ] || log "removed $nns namespace(s) left by an interrupted run"
+	rs_reap_tmp "$OUT"
+	for d in "$TOP"/outputs/*/; do
+		d=${d%/}
+		[ -d "$d" ] && [ ! -L "$d" ] && [ "$d" != "$OUT" ] || continue
+		{ exec {fd}< "$d"; } 2> /dev/null || continue
+		if flock -n "$fd"; then rs_reap_tmp "$d"; fi
+		exec {fd}<&-
+	done
+}
+
+# Every namespace is in the record before it is made, so an interrupt from then on, or the reaper
+# after a SIGKILL, finds it.
+make_ns() {
+	NAMESPACES+=("$1")
+	printf 'ns=%s\n' "$1" >> "$RS_RECORD"
+	tl_netns_create "$1"
+}
+
+# rs_start: the output directory $OUT (default outputs/<release>) checked and locked, the traps
+# set, what dead runs left reaped, and TMPDIR_RUN made with mktemp -d inside $OUT.
+rs_start() {
+	[ -z "${OUT_SET:-}" ] || [ -n "$OUT" ] || die $EXIT_USAGE "--out '': want a directory"
+	[ -n "$OUT" ] || OUT="$TOP/outputs/$(uname -r)"
+	OUT=$(rs_check_out "$OUT") || exit
+	RS_STATE=$(rs_state_dir) || exit $EXIT_FAIL
+	RS_RUN_ID=$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')
+	export TL_RUN_ID=$RS_RUN_ID
+	trap rs_on_exit EXIT
+	trap 'rs_on_signal INT 130 "interrupted"' INT
+	trap 'rs_on_signal TERM 143 "terminated"' TERM
+	trap 'rs_on_signal HUP 129 "hung up"' HUP
+	trap 'rs_on_signal QUIT 131 "quit"' QUIT
+	rs_lock_out "$OUT"
+	printf 'id=%s\npid=%s\nmode=%s\n' "$RS_RUN_ID" "$$" "${NS_MODE:-netns}" >> "$RS_RECORD"
+	rs_reap_stale
+	TMPDIR_RUN=$(mktemp -d "$OUT/.tmp-XXXXXXXX") || die $EXIT_FAIL "cannot make a directory in $OUT"
+	printf 'tmp=%s\n' "$TMPDIR_RUN" >> "$RS_RECORD"
+}
+
+# rs_switch_out DIR: from now on write to DIR (a --kernel run learns its release late): checked,
+# locked and reaped like the first.
+rs_switch_out() {
+	local dir
+	dir=$(rs_check_out "$1") || exit
+	[ "$dir" = "$OUT" ] && return 0
+	rs_lock_out "$dir"
+	OUT=$dir
+	rs_reap_tmp "$OUT"
+}
+
+# rs_install_dir SRC DEST: DEST, a path inside $OUT, replaced whole by directory SRC (inside
+# TMPDIR_RUN), by rename(2) alone.  Each directory between $OUT and DEST is made if missing; one
+# that is a symlink (tcplab makes none) is removed first, so nothing is written through it.  An
+# old DEST (or a link in its place) is renamed into TMPDIR_RUN and removed there; DEST is never
+# moved into (mv -T).  Returns 1 with one line on stderr on failure.
+rs_install_dir() {
+	local src=$1 dest=$2 rel path=$OUT part old="" IFS=/
+	case $dest in "$OUT"/?*) ;; *) echo "$PROG: $dest is not inside $OUT" >&2; return 1 ;; esac
+	rel=${dest#"$OUT"/}
+	case /$rel/ in */../* | */./* | *//*) echo "$PROG: $dest: not a plain path" >&2; return 1 ;; esac
+	for part in ${rel%/*}; do
+		[ "$part" != "$rel" ] || break
+		path=$path/$part
+		if [ -L "$path" ]; then
+			rm -f -- "$path" && log "removed ${path#"$TOP"/}: a symlink tcplab did not make"
+		fi
+		[ -d "$path" ] || mkdir -- "$path" || return 1
+	done
+	if [ -e "$dest" ] || [ -L "$dest" ]; then
+		old=$(mktemp -d "$TMPDIR_RUN/.old-XXXXXX") || return 1
+		mv -T -- "$dest" "$old/d" || return 1
+	fi
+	mv -T -- "$src" "$dest" || return 1
+	[ -z "$old" ] || rm -rf -- "$old"
+}
+
+# rs_run_vm ARGS...: experiments/lib/vm.sh in the background, waited for, so a signal to run.sh
+# is acted on at once (cleanup stops vm.sh, whose trap stops QEMU).  vm.sh gets SIGTERM from the
+# kernel if run.sh dies, and puts its work directory in TMPDIR_RUN.  Returns vm.sh's status; a
+# vm.sh killed by a signal is said so, and run.sh exits 1.
+rs_run_vm() {
+	local status=0
+	TMPDIR=$TMPDIR_RUN setpriv --pdeathsig TERM "$TOP/experiments/lib/vm.sh" "$@" &
+	RS_VM_PID=$!
+	wait "$RS_VM_PID" || status=$?
+	RS_VM_PID=""
+	if [ "$status" -gt 128 ]; then
+		rs_kill_vm_users "$TMPDIR_RUN"
+		rs_reap_vm_dirs "$TMPDIR_RUN"
+		die $EXIT_FAIL "vm.sh was killed by SIG$(kill -l "$status" 2> /dev/null || echo "$status") (its guest died with it)"
+	fi
+	return "$status"
+}
+
+# rs_kill_dir_users DIR: SIGKILL every process that holds directory DIR open: for a vm.sh work
+# directory (0700, tcplab's), its lock descriptor, inherited by timeout and QEMU, so exactly the
+# VM's processes.  The caller must not hold DIR open itself.  setpriv --pdeathsig alone cannot
+# cover a parent killed between fork and prctl, nor a pid not yet known to vm.sh's trap.
+rs_kill_dir_users() {
+	local pid
+	case $1 in *[][*?\\]*) return 0 ;; esac	# -lname takes a pattern; mktemp names have none
+	for pid in $(find /proc/[0-9]*/fd -mindepth 1 -maxdepth 1 -lname "$1" 2> /dev/null |
+		cut -d/ -f3 | sort -u); do
+		kill -KILL "$pid" 2> /dev/null || true
+	done
+}
+
+# rs_kill_vm_users BASE: rs_kill_dir_users for each BASE/tcplab-vm.* (run.sh, once its vm.sh is
+# gone: they are all this run's).
+rs_kill_vm_users() {
+	local d
+	for d in "$1"/tcplab-vm.*; do
+		[ -d "$d" ] && [ ! -L "$d" ] || continue
+		rs_kill_dir_users "$d"
+	done
+}
+
+# rs_reap_vm_dirs BASE: remove BASE/tcplab-vm.* work directories of vm.sh runs that are gone.
+# vm.sh locks its directory and then marks it (.locked); a marked directory of ours whose lock is
+# free is provably abandoned (QEMU dies with vm.sh: setpriv --pdeathsig).  Unmarked ones are not
+# provably anyone's and are left alone.
+rs_reap_vm_dirs() {
+	local d fd n=0
+	for d in "$1"/tcplab-vm.*; do
+		[ -d "$d" ] && [ ! -L "$d" ] && [ -f "$d/.locked" ] || continue
+		[ "$(stat -c %u -- "$d")" = "$(id -u)" ] || continue
+		{ exec {fd}< "$d"; } 2> /dev/null || continue
+		if flock -n "$fd"; then
+			rm -rf -- "$d" && n=$((n + 1))
+		fi
+		exec {fd}<&-
+	done
+	[ "$n" -eq 0 ] || echo "${PROG:-vm.sh}: removed $n VM work director(y/ies) in $1 left by an interrupted run" >&2
+	return 0
+}
+
+# A catchable signal: from now on every such signal is ignored (so is it by what cleanup runs),
+# then exit, which runs the EXIT trap once.
+rs_on_signal() {
+	trap '' INT TERM HUP QUIT
+	log "$3 (SIG$1): stopping every unit"
+	exit "$2"
+}
+
+# The EXIT trap: stop vm.sh and the units, delete the namespaces and the temporary directory,
+# then drop the record and the locks.  Runs to its end whatever signal comes meanwhile.
+rs_on_exit() {
+	local status=$? ns pid n
+	trap '' INT TERM HUP QUIT
+	set +e
+	if [ -n "$RS_VM_PID" ]; then
+		kill -TERM "$RS_VM_PID" 2> /dev/null
+		for n in $(seq 100); do kill -0 "$RS_VM_PID" 2> /dev/null || break; sleep 0.05; done
+		kill -KILL "$RS_VM_PID" 2> /dev/null
+		wait "$RS_VM_PID" 2> /dev/null
+		rs_kill_vm_users "$TMPDIR_RUN"
+		: "$n"
+	fi
+	# units run in sessions of their own (setsid): run.sh's own list of them, then its jobs
+	! declare -F kill_running_units > /dev/null || kill_running_units
+	for pid in $(jobs -p); do kill -KILL "$pid" 2> /dev/null; done
+	# only unprivileged units need the scan of every process's environment
+	[ "${NS_MODE:-}" != userns ] || rs_kill_userns_procs "$RS_RUN_ID" > /dev/null
+	for ns in "${NAMESPACES[@]}"; do
+		tl_netns_delete "$ns"
+	done
+	[ -z "$TMPDIR_RUN" ] || rm -rf -- "$TMPDIR_RUN"
+	[ -z "$RS_RECORD" ] || rm -f -- "$RS_RECORD"
+	# gone before run.sh exits, so the next run finds the locks free
+	for pid in "${RS_HOLDERS[@]}"; do kill -KILL "$pid" 2> /dev/null; wait "$pid" 2> /dev/null; done
+	exit "$status"
+}
