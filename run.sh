@@ -217,9 +217,10 @@ start_unit() {
 # signal_unit UNIT SIG: SIG to the whole of a unit: its process group and every process in its
 # namespaces (ip netns pids), wherever a fixture moved to.
 signal_unit() {
-	local unit=$1 sig=$2 ns pids
-	kill "-$sig" -- "-${UNIT_PID[$unit]}" 2> /dev/null || true
-	for ns in ${UNIT_NS[$unit]}; do
+	local unit=$1 sig=$2 ns pids pid=${UNIT_PID[$1]:-}
+	# a signal can land between UNIT_RUNNING and UNIT_PID being set: then there is no group yet
+	[ -z "$pid" ] || kill "-$sig" -- "-$pid" 2> /dev/null || true
+	for ns in ${UNIT_NS[$unit]:-}; do
 		pids=$(ip netns pids "$ns" 2> /dev/null || true)
 		# shellcheck disable=SC2086 # a list of pids
 		[ -z "$pids" ] || kill "-$sig" $pids 2> /dev/null || true

@@ -344,7 +344,7 @@ rs_on_signal() {
 rs_on_exit() {
 	local status=$? ns pid n
 	trap '' INT TERM HUP QUIT
-	set +e
+	set +eu	# an error or an unset name must not cut the cleanup short
 	if [ -n "$RS_VM_PID" ]; then
 		kill -TERM "$RS_VM_PID" 2> /dev/null
 		for n in $(seq 100); do kill -0 "$RS_VM_PID" 2> /dev/null || break; sleep 0.05; done
