@@ -365,8 +365,10 @@ def wait_vm_clean(out, tag, deadline_s=10.0):
 
 
 def start_vm(out, tag):
+    """run.sh --kernel 6.1 with a unit that keeps the guest busy for over 2 minutes, so that
+    "stopped at once" and "stopped when the VM ends" are far apart on a loaded machine too."""
     env = dict(os.environ, TL_CONNECTS=CONNECTS, **{TAG: tag})
-    return subprocess.Popen([RUN, "--kernel", "6.1", "--out", out, "p01-machine"],
+    return subprocess.Popen([RUN, "--kernel", "6.1", "--out", out, "p01-synretry-default"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                             env=env, start_new_session=True)
 
@@ -388,7 +390,7 @@ def until_booting(p):
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT,
                                  signal.SIGKILL], ids=lambda s: s.name)
 def test_kernel_run_interrupted(tmp_path, sig):
-    """A signal to run.sh while the guest runs: acted on at once (not when the VM ends, 7-9 s
+    """A signal to run.sh while the guest runs: acted on at once (not when the VM ends, over 2 minutes
     later), QEMU stopped, no VM work directory left (after SIGKILL: the kernel sends vm.sh
     SIGTERM, and the next run removes the temporary directory)."""
     need_vm()
@@ -405,7 +407,8 @@ def test_kernel_run_interrupted(tmp_path, sig):
         if p.poll() is None:
             p.kill()
     assert p.returncode == (-sig if sig == signal.SIGKILL else 128 + sig), rest[-2000:]
-    assert took < 3.0, f"{sig.name}: run.sh took {took:.1f} s to stop:\n{rest[-2000:]}"
+    # the guest's unit has over 120 s to go: 20 s is "at once" even on a loaded machine
+    assert took < 20.0, f"{sig.name}: run.sh took {took:.1f} s to stop:\n{rest[-2000:]}"
     if sig == signal.SIGKILL:
         r = start(out, tag, "p01-machine")
         _, rerr = r.communicate(timeout=60)
