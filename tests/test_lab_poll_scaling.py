@@ -230,7 +230,7 @@ def test_quick_unit_report(quick_run):
     for key in ("experiment", "kernel", "counters", "errno", "elapsed_s", "backends"):
         assert key in obj
     assert obj["experiment"] == "poll-scaling" and obj["errno"] is None
-    assert obj["counters"] == {} and obj["elapsed_s"] > 0
+    assert obj["counters"] is None and obj["elapsed_s"] > 0     # poll-scaling samples none
     be = obj["backends"]
     assert be["select_refused_at_k"] == 2000 == obj["select_refused_at_k"]
     for b in ("select", "poll", "epoll"):
