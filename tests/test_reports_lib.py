@@ -229,7 +229,8 @@ def test_reports_do_not_repeat_collect_script_ports():
             src = f.read()
         for p in ports:
             assert not re.search(rf"\b{p}\b", src), f"{os.path.basename(py)} repeats port {p}"
-        for lit in ("1500 ms", "2000 ms", "backlog 8", "iterations after 10", "8 active", "512-byte"):
+        for lit in ("1500 ms", "2000 ms", "backlog 8", "iterations after 10", "8 active", "512-byte",
+                    "TCP_SYNCNT 2\"", "50 us busy", "on CPU 1"):
             assert lit not in src, f"{os.path.basename(py)} repeats {lit!r}"
 
 
