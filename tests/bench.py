@@ -29,6 +29,7 @@ import time
 TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(TOP, "experiments"))
 sys.path.insert(0, os.path.join(TOP, "tests"))
+import lab_proc  # noqa: E402
 import tcplab  # noqa: E402
 
 BUILD = os.path.join(TOP, os.environ.get("TCPLAB_BUILD", "build"))
@@ -299,7 +300,7 @@ def main():
         return 4
     rows = []
     try:
-        with tcplab.netns("tcplab-bench") as ns:
+        with lab_proc.netns("tcplab-bench") as ns:
             scene = Scene(ns)
             try:
                 rows += bench_probes(ns, a.runs)
