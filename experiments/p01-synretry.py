@@ -113,6 +113,10 @@ def build(rawroot, outdir):
         elif t.exists(d):
             r = one_run(t.unit_dir(rawroot, unit))
             runs[unit] = (title.format(syncnt=r["syncnt"]), r)
+    if not runs and partial:
+        unit, why = next(iter(partial.items()))
+        raise t.RawError(f"{os.path.join(rawroot, unit)}: partial output of a unit that did not "
+                         f"finish ({why})")
     if not runs:
         raise t.RawError(f"{rawroot}: no raw directory for {NAME}")
     first = t.unit_dir(rawroot, next(iter(runs)))

@@ -267,3 +267,31 @@ def test_committed_json_is_strict_with_the_common_keys(kernel):
         sysctls = obj.get("sysctls") or {}
         for k, v in sysctls.items():
             assert v is None or isinstance(v, (int, list)) or " " in v or not v.isdigit(), (k, v)
+
+
+def test_partial_unit_is_never_reported_as_a_run(tmp_path):
+    """A failed unit's raw directory (status.txt, written by run.sh) is not read as a run:
+    p01-synretry names its failed default-SYNCNT sub-run; a report whose only unit failed
+    refuses with one line."""
+    import shutil
+    raw = tmp_path / "raw"
+    src = os.path.join(TOP, "outputs", "6.18.44-fc-v782", "raw")
+    for u in ("p01-synretry", "p01-synretry-default"):
+        shutil.copytree(os.path.join(src, u), raw / u)
+    (raw / "p01-synretry-default" / "status.txt").write_text("timed out after 200 s\n")
+    out = tmp_path / "out"
+    out.mkdir()
+    rep = os.path.join(TOP, "experiments", "p01-synretry.py")
+    r = subprocess.run(["/usr/bin/python3", rep, str(raw), str(out)], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, r.stderr
+    txt = (out / "p01-synretry.txt").read_text()
+    assert "system default TCP_SYNCNT: not reported: timed out after 200 s" in txt
+    assert json.loads((out / "p01-synretry.json").read_text())["default"] is None
+    shutil.rmtree(raw / "p01-synretry-default")
+    (raw / "p01-synretry" / "status.txt").write_text("failed: sockwatch exited 143\n")
+    shutil.rmtree(out)
+    out.mkdir()
+    r = subprocess.run(["/usr/bin/python3", rep, str(raw), str(out)], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 1 and r.stderr.count("\n") == 1, r.stderr
+    assert "did not finish (failed: sockwatch exited 143)" in r.stderr
+    assert not list(out.iterdir())
