@@ -13,7 +13,17 @@ TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DIFF = os.path.join(TOP, "experiments", "tcplab_diff.py")
 
 
+def events(retrans_at):
+    """sockwatch's rows: the socket's birth, then one per retransmission."""
+    rows = [{"t_s": 0.0008, "event": "new", "state": "SYN-SENT", "retrans": 0, "timer": "on",
+             "expires_ms": 996, "backoff": 0, "rto_ms": 1000}]
+    return rows + [{"t_s": t, "event": "change", "state": "SYN-SENT", "retrans": i + 1,
+                    "timer": "on", "expires_ms": 1000, "backoff": i + 1, "rto_ms": 1000}
+                   for i, t in enumerate(retrans_at)]
+
+
 def synretry(retrans_at=(1.01, 3.02), linear=None):
+    """p01-synretry.json with every key docs/output-format.md documents."""
     return {
         "experiment": "p01-synretry", "kernel": "6.1.0-57-cloud-amd64", "schema": 1,
         "collected_at": "2026-11-30T12:52:40Z",
@@ -23,40 +33,67 @@ def synretry(retrans_at=(1.01, 3.02), linear=None):
         "sysctls": {"net.ipv4.tcp_syn_retries": "6", "net.ipv4.tcp_syn_linear_timeouts": linear},
         "retransmits": [{"t_s": t, "retrans": i + 1, "timer": "on", "expires_ms": 1000}
                         for i, t in enumerate(retrans_at)],
+        "events": events(retrans_at),
         "expected": [1.0, 3.0], "expected_elapsed_s": 7.0,
         "default": None,
     }
 
 
+def connect_part(errors=None, errno=None):
+    return {"n": 2000, "ok": 2000 - sum((errors or {}).values()), "errors": errors or {},
+            "errno": errno, "elapsed_s": None,
+            "us": {"min": 6.7, "p10": 6.9, "median": 7.3, "p90": 11.2, "p99": 23.8, "max": 68.4},
+            "max_index": 182, "over_1ms": 0, "loadavg": "1.31 1.60 1.63",
+            "counters": {"TcpActiveOpens": 2000, "TcpOutRsts": 0 if errno is None else 2000}}
+
+
 def connect_time():
-    part = {"n": 2000, "errors": {}, "us": {"min": 6.7, "p10": 6.9, "median": 7.3, "p90": 11.2,
-                                           "p99": 23.8, "max": 68.4}}
-    refused = copy.deepcopy(part)
-    refused["errors"] = {"ECONNREFUSED": 2000}
-    return {"experiment": "p01-connect-time", "kernel": "6.1.0-57-cloud-amd64", "errno": None,
-            "elapsed_s": 0.4, "counters": {"TcpActiveOpens": 4000, "TcpOutRsts": 2000},
-            "parts": {"accept": part, "refused": refused}}
+    accept = connect_part()
+    refused = connect_part({"ECONNREFUSED": 2000}, "ECONNREFUSED")
+    top = {"experiment": "p01-connect-time", "kernel": "6.1.0-57-cloud-amd64", "schema": 1}
+    top.update(copy.deepcopy(accept))
+    top["counters"] = {"TcpActiveOpens": 4000, "TcpOutRsts": 2000}
+    top["parts"] = {"accept": accept, "refused": refused}
+    return top
 
 
 def machine():
-    return {"experiment": "p01-machine", "kernel": "6.1.0-57-cloud-amd64", "hz": 250,
+    return {"experiment": "p01-machine", "kernel": "6.1.0-57-cloud-amd64", "schema": 1, "hz": 250,
             "errno": None, "elapsed_s": 0.01, "counters": {},
-            "sysctls": {"net.ipv4.tcp_syn_retries": "6", "net.ipv4.tcp_syn_linear_timeouts": None}}
+            "version": "#1 SMP PREEMPT_DYNAMIC Debian 6.1.158-1", "arch": "x86_64", "nproc": 2,
+            "sysctls": {"net.ipv4.tcp_syn_retries": "6", "net.ipv4.tcp_syn_linear_timeouts": None},
+            "vm": None}
 
 
 def timeout():
     """p01-timeout: two clients, each a run of its own."""
     def client(retrans_at):
-        return {"result": "timeout", "errno": "ETIMEDOUT", "elapsed_s": 1.5,
+        return {"result": "timeout", "errno": "ETIMEDOUT", "elapsed_s": 1.5, "closed_s": 1.5,
+                "events": events(retrans_at), "after_close": [],
                 "retransmits": [{"t_s": t} for t in retrans_at]}
-    return {"experiment": "p01-timeout", "kernel": "6.1.0-57-cloud-amd64", "counters": {},
-            "errno": "ETIMEDOUT", "elapsed_s": 2.0,
-            "cc": client([1.02]), "keep": client([1.04, 3.05])}
+    keep = client([1.04, 3.05])
+    keep["after_timeout"] = []
+    return {"experiment": "p01-timeout", "kernel": "6.1.0-57-cloud-amd64", "schema": 1,
+            "counters": {}, "errno": "ETIMEDOUT", "elapsed_s": 2.0,
+            "cc": client([1.02]), "keep": keep, "keep_retransmits_after_timeout": 2}
+
+
+def strace():
+    def part(result, errno, syscalls):
+        return {"result": result, "errno": errno, "elapsed_s": 0.0003, "syscalls": syscalls}
+    return {"experiment": "p01-strace", "kernel": "6.1.0-57-cloud-amd64", "schema": 1,
+            "counters": {}, "strace": "strace -- version 6.1", "errno": None, "elapsed_s": 0.0003,
+            "parts": {"block": part("ok", None, ["connect(3, ...) = 0"]),
+                      "refused": part("error", "ECONNREFUSED",
+                                      ["connect(3, ...) = -1 ECONNREFUSED (Connection refused)"]),
+                      "cc": part("ok", None, None)},
+            "sockets": [{"state": "LISTEN", "rq": 1, "wq": 8, "local": "127.0.0.1:21010",
+                         "peer": "0.0.0.0:0", "inode": 2434594}]}
 
 
 def base():
     return {"p01-synretry": synretry(), "p01-connect-time": connect_time(),
-            "p01-machine": machine(), "p01-timeout": timeout()}
+            "p01-machine": machine(), "p01-timeout": timeout(), "p01-strace": strace()}
 
 
 def write(dirpath, objs):
@@ -238,12 +275,25 @@ def test_a_guest_side_is_named_next_to_its_times(tmp_path):
     ]
 
 
-def test_missing_keys_are_tolerated(tmp_path):
-    b = base()
+def test_missing_documented_keys_are_trouble(tmp_path):
+    """Before the schema, a missing key was silently no difference; now it is bad input (exit 2,
+    one line naming the file and the key), as docs/output-format.md makes these keys required."""
     for path in (("p01-synretry", "counters"), ("p01-synretry", "retransmits"),
                  ("p01-connect-time", "parts"), ("p01-machine", "sysctls"), ("p01-machine", "hz")):
+        b = base()
         delete_path(b, path)
-    assert diff(tmp_path, base(), b) == ([], 0)
+        r = subprocess.run(["/usr/bin/python3", DIFF, write(tmp_path / "A", base()),
+                            write(tmp_path / path[1], b)], capture_output=True, text=True)
+        assert (r.returncode, r.stdout) == (2, ""), path
+        assert r.stderr.count("\n") == 1 and f"{path[0]}.json: {path[1]}: missing" in r.stderr
+
+
+def test_null_where_the_format_allows_it(tmp_path):
+    a, b = base(), base()
+    for objs in (a, b):
+        objs["p01-machine"]["hz"] = None
+        objs["p01-connect-time"]["parts"]["accept"]["us"]["p10"] = None
+    assert diff(tmp_path, a, b) == ([], 0)
 
 
 def test_groups_follow_experiment_names(tmp_path):

@@ -4,12 +4,19 @@ import json
 import os
 import subprocess
 
+from test_diff_cases import machine
+
 TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DIFF = os.path.join(TOP, "experiments", "tcplab_diff.py")
 
 
 def run(*args):
     return subprocess.run(["/usr/bin/python3", DIFF, *args], capture_output=True, text=True)
+
+
+def hz(value):
+    """A whole p01-machine.json (the schema wants every documented key) with this HZ."""
+    return {**machine(), "hz": value}
 
 
 def put(path, obj):
@@ -37,15 +44,16 @@ def test_missing_directory_exits_2(tmp_path):
 
 
 def test_bad_json_exits_2(tmp_path):
-    put(tmp_path / "a" / "p01-machine.json", {"hz": 250})
+    put(tmp_path / "a" / "p01-machine.json", hz(250))
     put(tmp_path / "b" / "p01-machine.json", "{not json")
     r = run(str(tmp_path / "a"), str(tmp_path / "b"))
-    assert r.returncode == 2 and "p01-machine.json" in r.stderr
+    assert r.returncode == 2 and "p01-machine.json" in r.stderr and r.stdout == ""
+    assert r.stderr.count("\n") == 1
 
 
 def test_two_files(tmp_path):
-    a = put(tmp_path / "x" / "p01-machine.json", {"hz": 250})
-    b = put(tmp_path / "y" / "p01-machine.json", {"hz": 1000})
+    a = put(tmp_path / "x" / "p01-machine.json", hz(250))
+    b = put(tmp_path / "y" / "p01-machine.json", hz(1000))
     r = run(a, b)
     assert r.returncode == 1
     assert r.stdout.splitlines()[-2:] == ["p01-machine", "  HZ: 250 in A, 1000 in B"]
@@ -53,8 +61,8 @@ def test_two_files(tmp_path):
 
 
 def test_same_directory_names_get_a_header(tmp_path):
-    a = put(tmp_path / "run1" / "6.18" / "p01-machine.json", {"hz": 250})
-    b = put(tmp_path / "run2" / "6.18" / "p01-machine.json", {"hz": 100})
+    a = put(tmp_path / "run1" / "6.18" / "p01-machine.json", hz(250))
+    b = put(tmp_path / "run2" / "6.18" / "p01-machine.json", hz(100))
     r = run(os.path.dirname(a), os.path.dirname(b))
     assert r.stdout.splitlines() == [f"A: {os.path.dirname(a)}", f"B: {os.path.dirname(b)}",
                                      "p01-machine", "  HZ: 250 in A, 100 in B"]
