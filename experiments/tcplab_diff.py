@@ -577,9 +577,9 @@ class Null:
 class OneOf:
     """The first spec whose type fits decides (so its message is the one shown)."""
 
-    def __init__(self, *specs):
+    def __init__(self, *specs, want=None):
         self.specs = specs
-        self.want = " or ".join(s.want for s in specs)
+        self.want = want or " or ".join(s.want for s in specs)
 
     def check(self, v, path, depth):
         for s in self.specs:
@@ -685,7 +685,8 @@ TEXT = Str(4096)
 COUNTER_NAME = r"[A-Za-z][A-Za-z0-9_]{0,63}"
 COUNTERS = Map(COUNTER_NAME, OneOf(
     Num(-2 ** 63, 2 ** 64, integer=True, want="a delta, an integer"), Null(),
-    Obj({"only": Str(choices=("now", "before")), "value": Num(-2 ** 63, 2 ** 64, integer=True)})),
+    Obj({"only": Str(choices=("now", "before")), "value": Num(-2 ** 63, 2 ** 64, integer=True)}),
+    want="a delta (an integer), null, or {\"only\", \"value\"}"),
     "a counter (TcpExtTCPSynRetrans)", want="an object (counter name -> delta)")
 SYSCTL_NAME = r"[a-z][a-z0-9_-]*(\.[a-z0-9_-]+)*"
 SYSCTLS = Map(SYSCTL_NAME, OneOf(Str(256, r"[ -~]*", want="a sysctl value"),
@@ -694,6 +695,10 @@ SYSCTLS = Map(SYSCTL_NAME, OneOf(Str(256, r"[ -~]*", want="a sysctl value"),
 SOCKWATCH_ROW = Obj(optional={
     "t_s": Num(-1e6, 1e6), "event": Str(32), "state": Str(32), "retrans": COUNT,
     "timer": Str(32), "expires_ms": Num(-1e9, 1e9), "backoff": COUNT, "rto_ms": Num(0, 1e9)})
+SOCKET_ROW = Obj(optional={        # a socket as sockwatch printed it (p01-strace, p01-timeout)
+    "state": Str(32), "timer": Str(32), "expires_ms": Num(-1e9, 1e9), "retrans": COUNT,
+    "rq": COUNT, "wq": COUNT, "local": Str(64), "peer": Str(64), "inode": COUNT})
+SOCKETS = List(SOCKET_ROW, 100000, want="a list of sockets")
 RETRANSMIT = SOCKWATCH_ROW.extend(required={"t_s": SECONDS})
 RETRANSMITS = List(RETRANSMIT, 10000, want="a list of retransmissions")
 US = Obj({p: nullable(Num(0, 1e12)) for p in ("min", "p10", "median", "p90", "p99", "max")},
@@ -728,7 +733,7 @@ TIMEOUT_CLIENT = RUN.extend(required={
     "result": Str(choices=("timeout", "ok", "error")), "errno": ERRNO,
     "elapsed_s": nullable(SECONDS), "closed_s": nullable(SECONDS),
     "events": List(SOCKWATCH_ROW, 100000), "retransmits": RETRANSMITS,
-    "after_close": List(ANY, 100000)})
+    "after_close": SOCKETS})
 STRACE_PART = RUN.extend(required={"result": Str(choices=("timeout", "ok", "error")),
                                    "errno": ERRNO, "elapsed_s": nullable(SECONDS),
                                    "syscalls": nullable(List(TEXT, 100000))})
@@ -739,11 +744,11 @@ SCHEMAS = {
     "p01-connect-time": COMMON.extend(required={
         **CONNECT_PART, "parts": Obj({"accept": PART, "refused": PART})}),
     "p01-timeout": COMMON.extend(required={
-        "cc": TIMEOUT_CLIENT, "keep": TIMEOUT_CLIENT.extend(required={"after_timeout": List(ANY, 100000)}),
+        "cc": TIMEOUT_CLIENT, "keep": TIMEOUT_CLIENT.extend(required={"after_timeout": SOCKETS}),
         "keep_retransmits_after_timeout": COUNT}),
     "p01-strace": COMMON.extend(required={
         "strace": TEXT, "parts": Obj({k: STRACE_PART for k in ("block", "refused", "cc")}),
-        "sockets": List(ANY, 100000)}),
+        "sockets": SOCKETS}),
     "p01-machine": COMMON.extend(required={
         "version": TEXT, "arch": Str(64), "hz": nullable(Num(1, 1e6, integer=True)),
         "nproc": Num(1, 1e6, integer=True), "sysctls": SYSCTLS,
