@@ -31,6 +31,7 @@ are never compared.
 
 Standard library only: run it with /usr/bin/python3.
 """
+import itertools
 import json
 import math
 import os
@@ -325,7 +326,7 @@ def diff_experiment(a, b, s):
 # documented format (docs/output-format.md) stops the tool with exit 2 and one line naming the
 # file and the field, before a single difference is printed.
 
-MAX_BYTES = 4 << 20      # a report is at most a few tens of kB (accept-path, the largest: 24 kB)
+MAX_BYTES = 1 << 20      # a report is at most a few tens of kB (accept-path, the largest: 24 kB)
 MAX_PARSE_DEPTH = 200    # checked before json parses (its C scanner recurses: RecursionError)
 MAX_DEPTH = 32           # what the schema walk allows anywhere (the reports nest 6 deep)
 MAX_STR = 64 << 10       # any one string (the longest, a strace line, is under 200 characters)
@@ -384,21 +385,31 @@ _BRACKET = re.compile(r"[\[\]{}]")
 _KEY = re.compile(r'"((?:[^"\\]|\\.)*)"\s*:')
 
 
+_DEPTH_STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
+
+
 def check_parse_depth(text):
     """Raise ValueError naming the nearest key when brackets nest deeper than MAX_PARSE_DEPTH
-    (json's C scanner would recurse until RecursionError, or worse)."""
-    blanked = _STRING.sub(lambda m: '"' + " " * (len(m.group()) - 2) + '"', text)
-    brackets = _BRACKET.findall(blanked)
-    if len(brackets) <= MAX_PARSE_DEPTH:
+    (json's C scanner would recurse until RecursionError, or worse).  Brackets inside strings
+    do not count; the scan runs in C (re, itertools) but for the error's position."""
+    brackets = _BRACKET.findall(_STRING.sub('""', text))
+    if len(brackets) <= MAX_PARSE_DEPTH or \
+            max(itertools.accumulate(map(_DEPTH_STEP.__getitem__, brackets))) <= MAX_PARSE_DEPTH:
         return
-    depth = 0
-    for m in _BRACKET.finditer(blanked):
-        depth += 1 if m.group() in "[{" else -1
-        if depth > MAX_PARSE_DEPTH:
-            keys = _KEY.findall(text, 0, m.start())
-            near = f"{show(keys[-1], 40)}: " if keys else ""
-            raise ValueError(f"{near}nested deeper than {MAX_PARSE_DEPTH} levels "
-                             f"(byte {m.start()})")
+    depth, pos = 0, 0
+    while True:     # the slow way, once: where it got too deep, with strings skipped
+        m = _STRING.search(text, pos)
+        end = m.start() if m else len(text)
+        for b in _BRACKET.finditer(text, pos, end):
+            depth += _DEPTH_STEP[b.group()]
+            if depth > MAX_PARSE_DEPTH:
+                keys = _KEY.findall(text, 0, b.start())
+                near = f"{show(keys[-1], 40)}: " if keys else ""
+                raise ValueError(f"{near}nested deeper than {MAX_PARSE_DEPTH} levels "
+                                 f"(byte {b.start()})")
+        if m is None:
+            raise ValueError(f"nested deeper than {MAX_PARSE_DEPTH} levels")
+        pos = m.end()
 
 
 FILE_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"),

@@ -363,3 +363,12 @@ def test_write_error_on_stdout_is_one_line(tmp_path):
                            stderr=subprocess.PIPE, text=True, timeout=TIMEOUT)
     assert r.returncode == 2
     assert r.stderr == "tcplab_diff.py: standard output: No space left on device\n"
+
+
+def test_brackets_inside_strings_do_not_count(tmp_path):
+    """The depth bound counts JSON's nesting, not characters: a string of 300 '[' is a string."""
+    a, b = sides(tmp_path)
+    (b / "p01-machine.json").write_text(json.dumps({**base()["p01-machine"],
+                                                    "note": "[{" * 300 + '\\"'}))
+    r = run_diff(a, b)
+    assert (r.returncode, r.stdout, r.stderr) == (0, "", "")    # an undocumented key: not read
