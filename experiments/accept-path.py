@@ -20,49 +20,72 @@ WRITEUP = {"net6.0 (spin lock)": (11753, 1.00, 22.58, 40.51),
            "net7.0 (gate)": (27213, 1.05, 2.26, 15.77)}
 
 
-def num(v):
-    try:
-        return int(v)
-    except ValueError:
-        try:
-            return float(v)
-        except ValueError:
-            return v
+MAX_ELAPSED_S = 3600         # a phase lasts seconds; the queue timeline has one slot per 100 ms
 
 
 def read_latency(raw, cpus):
     """latency-<cpus>.txt → {"pending": {...}, "wake": {...}}, or {"skipped": reason}."""
     path = os.path.join(raw, f"latency-{cpus}.txt")
-    modes = {d["mode"]: {k: num(v) for k, v in d.items() if k != "mode"}
+    modes = {d.str("mode"): {k: v for k, v in t.numbers(d, ("mode", "cpus")).items() if k != "mode"}
              for d in t.read_kv_lines(path, "mode=")}
     if modes:
+        for m, want in (("pending", "accept_call_"), ("wake", "wake_")):
+            if m in modes:
+                for h in ("median", "p95", "p99", "max"):
+                    if f"{want}{h}_us" not in modes[m]:
+                        raise t.RawError(f"{path}: mode={m} has no {want}{h}_us=")
+                if "connect_median_us" not in modes[m]:
+                    raise t.RawError(f"{path}: mode={m} has no connect_median_us=")
+        if "wake" in modes and "wake_after_connect_median_us" not in modes["wake"]:
+            raise t.RawError(f"{path}: mode=wake has no wake_after_connect_median_us=")
         return modes
-    err = os.path.join(raw, f"latency-{cpus}.txt.err")
-    why = " ".join(t.read_lines(err)) if os.path.exists(err) else "no output"
+    err = t.read_lines(os.path.join(raw, f"latency-{cpus}.txt.err"), optional=True)
+    why = " ".join(err) if err is not None else "no output"
     return {"skipped": why or "no output"}
+
+
+def warmups(raw):
+    """The warm-up count accept_latency printed on its start line (latency-any.txt)."""
+    return t.one_line(os.path.join(raw, "latency-any.txt"), "start ").int("warmup")
 
 
 def read_client(path):
     """accept_client output → result dict with "buckets" {kind: [(lo, hi, count)]} and "errors"."""
-    res, buckets, errors = {}, {}, {}
+    res, buckets, errors = None, {}, {}
     for line in t.read_lines(path):
-        d = t.kv(line)
+        d = t.Fields(path, t.kv(line))
         if line.startswith("result "):
-            res = {k: num(v) for k, v in d.items()}
+            res = t.numbers(d)
         elif line.startswith("bucket "):
-            buckets.setdefault(d["kind"], []).append((d["lo_ms"], d["hi_ms"], int(d["count"])))
+            hi = None if d.str("hi_ms") == "inf" else d.int("hi_ms")   # the open last bucket
+            buckets.setdefault(d.str("kind"), []).append((d.int("lo_ms"), hi, d.int("count")))
         elif line.startswith("error="):
-            errors[d["error"]] = int(d["count"])
-    if not res:
+            errors[d.str("error")] = d.int("count")
+    if res is None:
         raise t.RawError(f"{path}: no result line")
+    res = t.Fields(path, res)
+    for k in ("start_ns", "concurrency", "duration_ms", "per_thread", "requests", "ok", "failed",
+              "connect_over_900ms"):
+        if not isinstance(res.str(k), int) or res[k] < 0:
+            raise t.RawError(f"{path}: {k}={res[k]} is not a count")
+    for k in ("elapsed_s", "rate_per_s"):
+        if not 0 <= res.str(k) <= (MAX_ELAPSED_S if k == "elapsed_s" else 1e12):
+            raise t.RawError(f"{path}: {k}={res[k]} is out of range")
+    res = dict(res)
     res["buckets"], res["errors"] = buckets, errors
     return res
 
 
 def read_queue(path):
     """sockwatch -a samples of the LISTEN socket → [(t_ns, rq, wq)]."""
-    return [(int(d["t_ns"]), int(d["rq"]), int(d["wq"]))
-            for d in t.read_kv_lines(path, "t_s=") if d.get("state") == "LISTEN"]
+    return [(d.int("t_ns"), d.int("rq"), d.int("wq"))
+            for d in t.read_sockwatch(path) if d.get("state") == "LISTEN"]
+
+
+def interval(path):
+    """sockwatch's sampling interval, from its ready line, as "1 ms"."""
+    us = t.one_line(path, "ready ").int("interval_us", 1)
+    return f"{us / 1000:g} ms" if us >= 1000 else f"{us} us"
 
 
 def queue_summary(samples, start_ns, end_ns):
@@ -88,30 +111,45 @@ def read_synsent(path, start_ns):
     """sockwatch events of SYN-SENT sockets → per socket (local address): first and last time
     seen (s after the client started) and the highest retrans count seen."""
     socks = {}
-    for d in t.read_kv_lines(path, "t_s="):
-        ts = round((int(d["t_ns"]) - start_ns) / 1e9, 3)
-        s = socks.setdefault(d["local"], {"first_s": ts, "last_s": ts, "max_retrans": 0})
+    for d in t.read_sockwatch(path):
+        ts = round((d.int("t_ns") - start_ns) / 1e9, 3)
+        s = socks.setdefault(d.str("local"), {"first_s": ts, "last_s": ts, "max_retrans": 0})
         s["last_s"] = ts
-        s["max_retrans"] = max(s["max_retrans"], int(d["retrans"]))
+        s["max_retrans"] = max(s["max_retrans"], d.int("retrans"))
     return socks
 
 
 def read_requests(path):
-    return [{k: num(v) for k, v in d.items()} for d in t.read_kv_lines(path, "t_ms=")]
+    rows = [t.numbers(d, ("err",)) for d in t.read_kv_lines(path, "t_ms=")]
+    for r in rows:
+        for k in ("connect_us", "total_us", "err"):
+            if k not in r:
+                raise t.RawError(f"{path}: a request line has no {k}=")
+        r["err"] = None if r["err"] == "0" else r["err"]   # an errno name, or null: no error
+    return rows
 
 
 def read_phase(raw, name):
     client = read_client(os.path.join(raw, f"{name}-client.txt"))
     start = int(client["start_ns"])
     end = start + int(client["elapsed_s"] * 1e9)
-    ph = {"client": client,
-          "server": {**t.read_kv(os.path.join(raw, f"{name}-server.txt"))},
+    spath = os.path.join(raw, f"{name}-server.txt")
+    ready = t.listener_ready(spath)
+    server = t.numbers(t.read_kv(spath), ("addr",))
+    for k in ("backlog", "every_ms"):
+        ready.int(k)
+    for k in ("accepted", "served"):
+        if not isinstance(server.get(k), int) or server[k] < 0:
+            raise t.RawError(f"{spath}: no `exit {k}=` count (the server did not finish)")
+    qpath = os.path.join(raw, f"{name}-queue.txt")
+    ph = {"client": client, "server": server,
           "counters": t.read_counters_delta(os.path.join(raw, f"{name}-counters-delta.txt")),
-          "queue": queue_summary(read_queue(os.path.join(raw, f"{name}-queue.txt")), start, end)}
+          "queue": queue_summary(read_queue(qpath), start, end),
+          "queue_interval": interval(qpath)}
     syn = os.path.join(raw, f"{name}-synsent.txt")
-    ph["syn_sent"] = read_synsent(syn, start) if os.path.exists(syn) else None
+    ph["syn_sent"] = read_synsent(syn, start) if t.exists(syn) else None
     req = os.path.join(raw, f"{name}-requests.txt")
-    ph["requests"] = read_requests(req) if os.path.exists(req) else None
+    ph["requests"] = read_requests(req) if t.exists(req) else None
     return ph
 
 
@@ -146,7 +184,7 @@ def latency_lines(lat):
 
 
 def bucket_line(kind, buckets):
-    cells = [f"{lo}-{hi} ms: {n}" for lo, hi, n in buckets if n]
+    cells = [f"{lo}-{'inf' if hi is None else hi} ms: {n}" for lo, hi, n in buckets if n]
     return f"  {kind} time per bucket: " + ", ".join(cells)
 
 
@@ -202,7 +240,7 @@ def request_lines(reqs):
     lines = ["  each request (ms after the client started): start, connect() done, reply read"]
     for r in sorted(reqs, key=lambda r: r["t_ms"]):
         lines.append(f"    {r['t_ms']:8.3f} {r['t_ms'] + r['connect_us'] / 1e3:10.3f}"
-                     f" {r['t_ms'] + r['total_us'] / 1e3:10.3f}  {'' if r['err'] == '0' else r['err']}")
+                     f" {r['t_ms'] + r['total_us'] / 1e3:10.3f}  {r['err'] or 0}")
     return lines
 
 
@@ -212,19 +250,13 @@ def phase_lines(title, ph, interval):
     keys = ("TcpExtListenOverflows", "TcpExtListenDrops", "TcpExtTCPSynRetrans", "TcpRetransSegs",
             "TcpExtTCPTimeouts", "TcpActiveOpens", "TcpPassiveOpens")
     return ([f"== {title}: accept_server backlog {s.get('backlog')}"
-             + (f", one accept every {s.get('every_ms')} ms" if int(s.get("every_ms", 0)) else
+             + (f", one accept every {s.get('every_ms')} ms" if s["every_ms"] else
                 ", accepts as fast as it can")
-             + f"; accepted {s.get('accepted', '?')}, served {s.get('served', '?')}"]
+             + f"; accepted {s['accepted']}, served {s['served']}"]
             + client_lines(ph["client"]) + request_lines(ph["requests"])
             + syn_lines(ph["syn_sent"], ph["client"])
             + queue_lines(ph["queue"], interval)
             + ["  counter deltas:"] + t.counters_block({k: c.get(k) for k in keys}, "    "))
-
-
-def load_average(raw):
-    """The 1-minute load average the unit saw before it measured, or "?"."""
-    path = os.path.join(raw, "loadavg.txt")
-    return t.read_lines(path)[0].split()[0] if os.path.exists(path) else "?"
 
 
 def verdict_lines(lat, phases):
@@ -263,13 +295,14 @@ def writeup_lines():
 
 def build(rawroot, outdir):
     raw = t.unit_dir(rawroot, NAME)
-    info, sysctls = t.read_machine(os.path.join(raw, "machine.txt"))
+    info, sysctls = t.read_machine(os.path.join(raw, "machine.txt"), need=("kernel", "nproc"))
     lat = {c: read_latency(raw, c) for c in PLACEMENTS
-           if os.path.exists(os.path.join(raw, f"latency-{c}.txt"))}
+           if t.exists(os.path.join(raw, f"latency-{c}.txt"))}
     if "pending" not in lat.get("any", {}):
         raise t.RawError(f"{raw}/latency-any.txt: no pending/wake lines")
     phases = {name: read_phase(raw, name) for name, _ in PHASES
-              if os.path.exists(os.path.join(raw, f"{name}-client.txt"))}
+              if t.exists(os.path.join(raw, f"{name}-client.txt"))}
+    load = t.load_average(os.path.join(raw, "loadavg.txt"))
     kernel = info.get("kernel")
     n = lat["any"]["pending"].get("n")
     lines = [f"{NAME}: accept() on Linux, after the .NET write-up on accepts of pending connections",
@@ -277,20 +310,21 @@ def build(rawroot, outdir):
              f"tcp_syncookies={sysctls.get('net.ipv4.tcp_syncookies')}, "
              f"tcp_abort_on_overflow={sysctls.get('net.ipv4.tcp_abort_on_overflow')}, "
              f"tcp_syn_linear_timeouts={sysctls.get('net.ipv4.tcp_syn_linear_timeouts', 'absent')}",
-             f"load average when collected: {load_average(raw)} (other work on the machine widens the tails)",
+             f"load average when collected: {t.fmt_load(load, 1)} (other work on the machine widens the tails)",
              "", "Verdict:"] + ["  " + x for x in verdict_lines(lat, phases)]
-    lines += ["", f"== accept() latency, us ({n} iterations after 10 warm-ups; cpus: where the client"
+    lines += ["", f"== accept() latency, us ({n} iterations after {warmups(raw)} warm-ups; cpus: where the client"
               " and the acceptor thread ran: any = not pinned, same = one CPU, split = one each)"]
     lines += latency_lines(lat)
     for name, title in PHASES:
         if name in phases:
-            lines += [""] + phase_lines(title, phases[name], "1 ms" if name == "fast" else "5 ms")
+            lines += [""] + phase_lines(title, phases[name], phases[name]["queue_interval"])
     lines += [""] + writeup_lines()
-    obj = {"experiment": NAME, "kernel": kernel, "nproc": info.get("nproc"),
-           "collected_at": t.collected_at(raw), "load_average": load_average(raw),
-           "sysctls": {k: v for k, v in sysctls.items() if k.rsplit(".", 1)[-1] in
-                       ("tcp_syncookies", "tcp_abort_on_overflow", "tcp_syn_linear_timeouts",
-                        "somaxconn", "tcp_max_syn_backlog")},
+    obj = {"experiment": NAME, "kernel": kernel, "nproc": info.int("nproc", 1),
+           "collected_at": t.collected_at(raw), "load_average": load,
+           "counters": None, "result": None, "errno": None, "elapsed_s": None,
+           "sysctls": t.sysctls_json(sysctls, ("tcp_syncookies", "tcp_abort_on_overflow",
+                                               "tcp_syn_linear_timeouts", "somaxconn",
+                                               "tcp_max_syn_backlog")),
            "latency": lat, "phases": phases,
            "writeup": {k: dict(zip(("rps", "p50_ms", "p99_ms", "max_ms"), v)) for k, v in WRITEUP.items()}}
     t.write_outputs(outdir, NAME, lines, obj)

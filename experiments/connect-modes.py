@@ -27,32 +27,28 @@ EDGES_US = (10, 20, 50, 100, 200, 500, 1000, 5000)
 STALL_US = 5000.0   # the write-up's threshold: a getsockopt over 5 ms is a stall
 
 
-def num(v):
-    """A key=value value as int or float."""
-    try:
-        return int(v)
-    except ValueError:
-        return float(v)
-
-
 def read_modes(path):
     """modes.txt → {mode: summary with "steps" and "errors"} in the order printed."""
     out = {}
     for d in t.read_kv_lines(path, "mode="):
-        m = out.setdefault(d["mode"], {"steps": {}, "errors": {}})
+        m = out.setdefault(d.str("mode"), {"steps": {}, "errors": {}})
         if "step" in d:
-            m["steps"][d["step"]] = {k: num(d[k]) for k in
-                                     ("n", "median_us", "p95_us", "max_us", "over_5ms")}
+            m["steps"][d.str("step")] = {"n": d.int("n"), **{k: d.float(k) for k in
+                                         ("median_us", "p95_us", "max_us")},
+                                         "over_5ms": d.int("over_5ms")}
         elif "error" in d:
-            m["errors"][d["error"]] = int(d["count"])
+            m["errors"][d.str("error")] = d.int("count")
         else:
-            for k, v in d.items():
-                if k in ("bimodal", "reason"):
-                    m[k] = v
-                elif k != "mode":
-                    m[k] = num(v)
+            m.update(t.numbers(d, ("mode", "bimodal", "reason")))
+            del m["mode"]
+            for k in ("n", "ok"):
+                d.int(k)
     if not out:
         raise t.RawError(f"{path}: no mode= lines")
+    for mode, m in out.items():
+        for k in ("n", "ok", "median_us"):
+            if k not in m:
+                raise t.RawError(f"{path}: mode={mode} has no summary line with {k}=")
     return out
 
 
@@ -61,11 +57,12 @@ def histogram(path):
     {mode: {step: count}}: for each sequence over 5 ms, the step that took most of it)."""
     hist, slow = {}, {}
     for d in t.read_kv_lines(path, "mode="):
-        us = int(d["total_ns"]) / 1e3
+        us = d.int("total_ns") / 1e3
         k = next((i for i, e in enumerate(EDGES_US) if us < e), len(EDGES_US))
-        hist.setdefault(d["mode"], [0] * (len(EDGES_US) + 1))[k] += 1
+        hist.setdefault(d.str("mode"), [0] * (len(EDGES_US) + 1))[k] += 1
         if us > STALL_US:
-            step = max(STEPS, key=lambda s: int(d.get(s + "_ns", 0)))
+            ns = {s: d.int(s + "_ns", default=0) for s in STEPS}
+            step = max(STEPS, key=lambda s: ns[s])
             by = slow.setdefault(d["mode"], {})
             by[step] = by.get(step, 0) + 1
     return hist, slow
@@ -81,24 +78,20 @@ def bucket_names():
 
 def read_strace(rawdir):
     """{mode: the syscalls of one sequence} (loader noise before socket() dropped), or None."""
-    version = t.read_lines(os.path.join(rawdir, "strace-version.txt"))
-    if version and version[0].startswith("strace: not available"):
+    vpath = os.path.join(rawdir, "strace-version.txt")
+    version = t.read_lines(vpath)
+    if not version:
+        raise t.RawError(f"{vpath}: empty (no strace version, nor `strace: not available`)")
+    if version[0].startswith("strace: not available"):
         return None
     out = {}
     for mode, _, _ in MODES:
-        path = os.path.join(rawdir, f"strace-{mode}.txt")
-        if not os.path.exists(path):
+        lines = t.read_lines(os.path.join(rawdir, f"strace-{mode}.txt"), optional=True)
+        if lines is None:
             continue
-        lines = t.read_lines(path)
         start = next((i for i, line in enumerate(lines) if line.startswith("socket(")), 0)
         out[mode] = lines[start:]
     return out
-
-
-def load_average(raw):
-    """The 1-minute load average the unit saw before it measured, or "?"."""
-    path = os.path.join(raw, "loadavg.txt")
-    return t.read_lines(path)[0].split()[0] if os.path.exists(path) else "?"
 
 
 def verdict(modes):
@@ -210,18 +203,20 @@ def build(rawroot, outdir):
     if "so-error" not in modes or "poll-only" not in modes:
         raise t.RawError(f"{raw}/modes.txt: modes so-error and poll-only are needed")
     hist, slow_steps = histogram(os.path.join(raw, "samples.txt"))
-    info, _ = t.read_machine(os.path.join(raw, "machine.txt"))
-    start = t.read_kv_lines(os.path.join(raw, "modes.txt"), "start ")
-    start = start[0] if start else {}
+    info, _ = t.read_machine(os.path.join(raw, "machine.txt"), need=("kernel", "nproc"))
+    start = t.one_line(os.path.join(raw, "modes.txt"), "start ")
+    start = {"addr": start.str("addr"), "port": start.int("port", 1, 65535),
+             "n": start.int("n"), "warmup": start.int("warmup")}
+    load = t.load_average(os.path.join(raw, "loadavg.txt"))
     st = read_strace(raw)
     v = verdict(modes)
     kernel = info.get("kernel")
-    lines = [f"{NAME}: connect() to an accept-and-close listener on 127.0.0.1:{start.get('port', '?')},"
+    lines = [f"{NAME}: connect() to an accept-and-close listener on {start['addr']}:{start['port']},"
              " completed five ways",
              f"kernel {kernel}, {info.get('nproc', '?')} CPUs; one network namespace, loopback; "
-             f"{start.get('n', '?')} timed sequences per mode after {start.get('warmup', '?')} warm-ups;"
+             f"{start['n']} timed sequences per mode after {start['warmup']} warm-ups;"
              " socket() and close() are outside the timing",
-             f"load average when collected: {load_average(raw)} (other work on the machine widens the tails)",
+             f"load average when collected: {t.fmt_load(load, 1)} (other work on the machine widens the tails)",
              "", "Verdict:"] + ["  " + x for x in verdict_lines(v, modes, slow_steps)]
     lines += ["", "Whole sequence (us):"] + summary_lines(modes)
     lines += ["", "Each step on its own (us, median/p95/max):"] + step_lines(modes)
@@ -235,9 +230,11 @@ def build(rawroot, outdir):
         lines.append("Failures: " + "; ".join(f"{k}: " + ", ".join(f"{e} x{n}" for e, n in es.items())
                                              for k, es in errors.items()))
     lines += [""] + writeup_lines() + ["", *strace_lines(st)]
-    obj = {"experiment": NAME, "kernel": kernel, "nproc": info.get("nproc"),
-           "collected_at": t.collected_at(raw), "load_average": load_average(raw),
-           "n": start.get("n"), "warmup": start.get("warmup"),
+    obj = {"experiment": NAME, "kernel": kernel, "nproc": info.int("nproc", 1),
+           "collected_at": t.collected_at(raw), "load_average": load,
+           "counters": None, "result": None, "errno": None, "elapsed_s": None,
+           "port": start["port"], "addr": start["addr"],
+           "n": start["n"], "warmup": start["warmup"],
            "verdict": v, "modes": modes,
            "histogram_edges_us": list(EDGES_US), "histogram": hist,
            "over_5ms_by_step": slow_steps,

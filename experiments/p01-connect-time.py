@@ -8,60 +8,96 @@ import tcplab as t  # noqa: E402
 
 NAME = "p01-connect-time"
 UNIT = "p01-connect-time"
-PARTS = (("accept", 21011, "a listener that accepts and closes at once"),
-         ("refused", 21012, "a port where nothing listens"))
+PARTS = (("accept", "a listener that accepts and closes at once"),
+         ("refused", "a port where nothing listens"))
 ALWAYS = ("TcpActiveOpens", "TcpAttemptFails", "TcpOutRsts", "TcpEstabResets")
 EXPLAIN = ("TcpExtListenOverflows", "TcpExtListenDrops", "TcpExtTCPSynRetrans")
 PCTS = ("min", "p10", "median", "p90", "p99", "max")
+MAX_CONNECTS = 10_000_000
 
 
 def read_part(rawdir, part):
-    lines = t.read_kv_lines(os.path.join(rawdir, f"{part}-client.txt"))
-    summary = next(d for d in lines if "n" in d)
-    errors = {d["error"]: int(d["count"]) for d in lines if "error" in d}
-    deltas = t.read_counters_delta(os.path.join(rawdir, f"{part}-counters-delta.txt"))
-    load = t.read_lines(os.path.join(rawdir, f"{part}-loadavg.txt"))[0].split()[:3]
+    path = os.path.join(rawdir, f"{part}-client.txt")
+    lines = t.read_kv_lines(path)
+    summary = next((d for d in lines if "n" in d), None)
+    if summary is None:
+        raise t.RawError(f"{path}: no n= line (connect_many's summary)")
+    n = summary.int("n", 1, MAX_CONNECTS)
+    ok = summary.int("ok", 0, n)
+    errors = {}
+    for d in lines:
+        if "error" in d:
+            errors[d.str("error")] = d.int("count", 1, n)
+    if sum(errors.values()) != n - ok:
+        raise t.RawError(f"{path}: error= counts add up to {sum(errors.values())}, not the "
+                         f"{n - ok} failed connects")
+    us = {p: summary.float(p + "_us") for p in PCTS}
     return {
-        "n": int(summary["n"]), "ok": int(summary["ok"]), "errors": errors,
+        "result": "ok" if ok == n else "error",
         "errno": max(errors, key=errors.get) if errors else None,
-        "us": {p: float(summary[p + "_us"]) for p in PCTS},
-        "max_index": int(summary["max_index"]), "over_1ms": int(summary["over_1ms"]),
-        "counters": deltas, "loadavg": " ".join(load), "elapsed_s": None,
+        "elapsed_s": None,
+        "n": n, "ok": ok, "errors": errors, "us": us,
+        "max_index": summary.int("max_index", 0, n - 1),
+        "over_1ms": summary.int("over_1ms", 0, n),
+        "counters": t.read_counters_delta(os.path.join(rawdir, f"{part}-counters-delta.txt")),
+        "load_average": t.load_average(os.path.join(rawdir, f"{part}-loadavg.txt")),
+        "port": None, "addr": None,
     }
 
 
+def why_not_tcp(nproc, vm):
+    return ("the guest's CPU is emulated (QEMU) and the guest's scheduler ran something else"
+            if vm else f"the thread was not running ({nproc} CPU(s) shared with the other "
+            "experiments)")
+
+
 def outlier_note(p, nproc, vm):
-    """What the counters say about calls over 1 ms: the kernel's own account, not a guess."""
-    if p["over_1ms"] == 0:
+    """What the counters say about calls over 1 ms: the kernel's own account, not a guess.
+    Every number here is one the counter block above or the line before shows."""
+    over = p["over_1ms"]
+    if over == 0:
         return []
     c = p["counters"]
-    drops = sum(c.get(k) or 0 for k in ("TcpExtListenOverflows", "TcpExtListenDrops")
-                if not isinstance(c.get(k), dict))
-    retx = c.get("TcpExtTCPSynRetrans") or 0
-    head = (f"  {p['over_1ms']} call(s) took over 1 ms (max {p['us']['max'] / 1000:.1f} ms, "
+    head = (f"  {over} call(s) took over 1 ms (max {p['us']['max'] / 1000:.1f} ms, "
             f"call #{p['max_index']}).")
-    if drops or retx:
-        return [head, f"  The counters explain it: ListenOverflows/ListenDrops +{drops}, "
-                f"TCPSynRetrans +{retx}: the accept queue was full, the kernel dropped a SYN, and "
-                "the client sent it again after the initial RTO (1 s): that connect() waited "
-                "for the retransmission."]
-    why = ("the guest's CPU is emulated (QEMU) and the guest's scheduler ran something else"
-           if vm else f"the thread was not running ({nproc} CPU(s) shared with the other "
-           "experiments)")
-    return [head, "  The counters show no dropped or retransmitted SYN (ListenOverflows, "
-            f"ListenDrops and TCPSynRetrans +0): the time was lost outside TCP, e.g. {why}."]
+    vals = {k: c.get(k) for k in EXPLAIN}
+    unknown = [k[len("TcpExt"):] for k, v in vals.items() if not isinstance(v, int)]
+    if unknown:
+        return [head, "  The counters cannot say why: " + ", ".join(unknown)
+                + " not counted on both sides of this run (see the block above)."]
+    ov, dr, rx = (vals[k] for k in EXPLAIN)
+    if not dr and not rx:
+        return [head, "  The counters show no dropped or retransmitted SYN (ListenOverflows, "
+                f"ListenDrops and TCPSynRetrans +0): the time was lost outside TCP, e.g. "
+                f"{why_not_tcp(nproc, vm)}."]
+    lines = [head, f"  The counters: ListenDrops +{dr} (SYNs or handshake ACKs the listener "
+             f"dropped; ListenOverflows +{ov} of them because its accept queue was full), "
+             f"TCPSynRetrans +{rx}."]
+    if rx == 0:
+        lines.append(f"  No SYN was sent again, so none of the {over} slow call(s) waited for a "
+                     "retransmission (a dropped handshake ACK does not hold up connect()): the "
+                     f"time was lost outside TCP, e.g. {why_not_tcp(nproc, vm)}.")
+        return lines
+    m = min(rx, over)
+    rest = over - m
+    tail = (f"; the other {rest} lost their time outside TCP, e.g. {why_not_tcp(nproc, vm)}."
+            if rest else ".")
+    lines.append(f"  At most {m} of the {over} slow call(s) waited for a SYN sent again after the "
+                 "initial retransmission timeout (TCPSynRetrans also counts the listener's "
+                 f"SYN-ACK retransmissions, which hold up no connect()){tail}")
+    return lines
 
 
-def text_part(part, port, what, p, nproc, vm):
+def text_part(part, what, p, nproc, vm):
     us = p["us"]
-    lines = [f"== {p['n']} connects to 127.0.0.1:{port}, {what} (load average {p['loadavg']})",
+    dest = f"{p['addr']}:{p['port']}, " if p["port"] is not None else ""
+    lines = [f"== {p['n']} connects to {dest}{what} (load average {t.fmt_load(p['load_average'])})",
              "connect(): n={} ".format(p["n"]) + " ".join(
                  f"{k}={us[k]:.1f}" for k in PCTS) + " us",
              f"  succeeded {p['ok']}"]
     for name, count in sorted(p["errors"].items()):
         lines.append(f"  {count} x {name}")
-    shown = {k: p["counters"].get(k) for k in ALWAYS}
-    shown.update({k: v for k, v in p["counters"].items() if k in EXPLAIN and v})
+    shown = {k: p["counters"].get(k) for k in ALWAYS + EXPLAIN}
     lines += ["counter deltas (this namespace only):"] + t.counters_block(shown)
     if part == "accept" and p["counters"].get("TcpOutRsts"):
         lines.append("  TcpOutRsts: resets from the listener to stray ACKs that reached it after "
@@ -71,15 +107,19 @@ def text_part(part, port, what, p, nproc, vm):
 
 def build(rawroot, outdir):
     rawdir = t.unit_dir(rawroot, UNIT)
-    kernel = t.kernel_release(rawdir)
-    nproc = t.read_machine(os.path.join(rawdir, "machine.txt"))[0].get("nproc", "?")
-    parts = {part: read_part(rawdir, part) for part, _, _ in PARTS}
+    info, _ = t.read_machine(os.path.join(rawdir, "machine.txt"), need=("kernel", "nproc"))
+    kernel = info["kernel"]
+    nproc = info.int("nproc", 1)
+    listener = t.listener_ready(os.path.join(rawdir, "listener.txt"), "close")
+    parts = {part: read_part(rawdir, part) for part, _ in PARTS}
+    parts["accept"]["port"] = listener.int("port", 1, 65535)
+    parts["accept"]["addr"] = listener["addr"]
     lines = [f"{NAME}: the time of connect() alone (clock_gettime around the call), over loopback",
-             f"kernel {kernel}; collected {t.collected_at(rawdir)}; percentiles are nearest-rank",
+             t.header(kernel, t.collected_at(rawdir), "percentiles are nearest-rank"),
              t.where(rawdir), ""]
-    for part, port, what in PARTS:
-        lines += text_part(part, port, what, parts[part], nproc, t.under_vm(rawdir)) + [""]
-    obj = {"experiment": NAME, "kernel": kernel}
+    for part, what in PARTS:
+        lines += text_part(part, what, parts[part], nproc, t.under_vm(rawdir)) + [""]
+    obj = {"experiment": NAME, "kernel": kernel, "collected_at": t.collected_at(rawdir)}
     obj.update(parts["accept"])
     obj["parts"] = parts
     t.write_outputs(outdir, NAME, lines, obj)

@@ -2,46 +2,80 @@
 """p01-strace report: the system calls of three connects (strace -T), and the three sockets a
 connect() to a never-accepting listener leaves: LISTEN with Recv-Q 1, and both ESTAB ends."""
 import os
+import re
 import sys
 
 import tcplab as t  # noqa: E402
 
 NAME = "p01-strace"
 UNIT = "p01-strace"
-PARTS = (("block", "blocking connect() to 127.0.0.1:21010, a listener (backlog 8) that never accepts"),
-         ("refused", "blocking connect() to 127.0.0.1:21012, where nothing listens"),
-         ("cc", "create_connection-style connect() to 127.0.0.1:21010: non-blocking, poll() 2000 ms, SO_ERROR"))
+PARTS = ("block", "refused", "cc")
+CONNECT = re.compile(r'connect\(\d+, \{sa_family=AF_INET, sin_port=htons\((\d+)\), '
+                     r'sin_addr=inet_addr\("([0-9.]+)"\)')
+
+
+def strace_dest(syscalls):
+    """addr:port of the connect() strace printed, or None (no strace, or no connect line)."""
+    for line in syscalls or ():
+        m = CONNECT.match(line)
+        if m:
+            return f"{m.group(2)}:{m.group(1)}"
+    return None
 
 
 def read_part(rawdir, part):
     c = t.read_kv(os.path.join(rawdir, f"{part}-client.txt"))
-    trace = os.path.join(rawdir, f"{part}.strace")
-    return {"result": c["result"], "errno": c.get("errno"), "elapsed_s": float(c["elapsed_s"]),
-            "syscalls": t.read_lines(trace) if os.path.exists(trace) else None}
+    result = c.str("result")
+    syscalls = t.read_lines(os.path.join(rawdir, f"{part}.strace"), optional=True)
+    return {"result": result, "errno": c.str("errno") if result == "error" else None,
+            "elapsed_s": c.float("elapsed_s", 0, 86400),
+            "timeout_ms": c.int("timeout_ms", default=None),
+            "dest": strace_dest(syscalls), "syscalls": syscalls}
 
 
-def sockets(rawdir):
-    return [{"state": e["state"], "rq": int(e["rq"]), "wq": int(e["wq"]),
-             "local": e["local"], "peer": e["peer"], "inode": int(e["inode"])}
-            for e in t.read_kv_lines(os.path.join(rawdir, "block-sockets.txt"), "t_s=")]
+def titles(parts, listener):
+    """Each part's heading, from what the raw files say: the listener's ready line, the
+    destination strace printed, the poll() timeout when the client printed it."""
+    lst = f"{listener['addr']}:{listener['port']}"
+    cc = parts["cc"]
+    poll = f"poll() {cc['timeout_ms']} ms" if cc["timeout_ms"] is not None else "poll() with a timeout"
+    refused = parts["refused"]["dest"]
+    return {
+        "block": f"blocking connect() to {parts['block']['dest'] or lst}, a listener (backlog "
+                 f"{listener['backlog']}) that never accepts",
+        "refused": (f"blocking connect() to {refused}, where nothing listens" if refused else
+                    "blocking connect() to a port where nothing listens"),
+        "cc": f"create_connection-style connect() to {cc['dest'] or lst}: non-blocking, {poll}, "
+              "SO_ERROR",
+    }
 
 
 def build(rawroot, outdir):
     rawdir = t.unit_dir(rawroot, UNIT)
     kernel = t.kernel_release(rawdir)
-    strace = t.read_lines(os.path.join(rawdir, "strace-version.txt"))[0]
-    parts = {p: read_part(rawdir, p) for p, _ in PARTS}
-    socks = sockets(rawdir)
+    vpath = os.path.join(rawdir, "strace-version.txt")
+    version = t.read_lines(vpath)
+    if not version or not version[0].strip():
+        raise t.RawError(f"{vpath}: empty (no strace version, nor `strace: not available`)")
+    strace = version[0]
+    listener = t.listener_ready(os.path.join(rawdir, "listener.txt"), "never")
+    listener.int("backlog")
+    parts = {p: read_part(rawdir, p) for p in PARTS}
+    socks = [t.socket_row(e) for e in t.read_snapshot(os.path.join(rawdir, "block-sockets.txt"))]
+    if not socks:
+        raise t.RawError(f"{rawdir}/block-sockets.txt: no socket (sockwatch -1 saw none)")
+    heads = titles(parts, listener)
     lines = [f"{NAME}: the system calls of connect(), with the time spent in each (strace -T)",
-             f"kernel {kernel}; {strace}; collected {t.collected_at(rawdir)}", t.where(rawdir), ""]
-    for p, what in PARTS:
+             t.header(kernel, t.collected_at(rawdir), tool=strace), t.where(rawdir), ""]
+    for p in PARTS:
         r = parts[p]
-        lines.append(f"== {what}")
+        lines.append(f"== {heads[p]}")
         if r["syscalls"] is None:
             lines.append("  (strace not available: the client ran without it)")
         else:
             lines += ["  " + s for s in r["syscalls"]]
-        lines.append(f"result: {r['errno'] or 'success'} after {r['elapsed_s'] * 1e6:.0f} us "
+        lines.append(f"result: {r['errno'] or ('success' if r['result'] == 'ok' else r['result'])}"
+                     f" after {r['elapsed_s'] * 1e6:.0f} us "
                      "(the client's own clock_gettime, around connect() or connect()+poll())")
         if p == "block":
             lines += ["", "sockets while the client held its connection (sockwatch -1, sock_diag):",
@@ -50,9 +84,12 @@ def build(rawroot, outdir):
                 lines.append(f"  {s['state']:<8} {s['rq']:>6} {s['wq']:>6}  {s['local']:<21} "
                              f"{s['peer']:<21} {s['inode']}")
         lines.append("")
-    obj = {"experiment": NAME, "kernel": kernel, "counters": {}, "strace": strace}
-    obj.update({k: parts["block"][k] for k in ("errno", "elapsed_s")})
-    obj["parts"] = parts
+    obj = {"experiment": NAME, "kernel": kernel, "collected_at": t.collected_at(rawdir),
+           "load_average": None, "counters": None, "strace": strace,
+           "port": listener.int("port", 1, 65535), "addr": listener["addr"],
+           "backlog": listener.int("backlog")}
+    obj.update({k: parts["block"][k] for k in ("result", "errno", "elapsed_s")})
+    obj["parts"] = {p: {k: v for k, v in r.items() if k != "timeout_ms"} for p, r in parts.items()}
     obj["sockets"] = socks
     t.write_outputs(outdir, NAME, lines, obj)
 

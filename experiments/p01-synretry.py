@@ -8,43 +8,47 @@ import tcplab as t  # noqa: E402
 
 NAME = "p01-synretry"
 UNITS = (("p01-synretry", "TCP_SYNCNT 2"), ("p01-synretry-default", "system default TCP_SYNCNT"))
+SYSCTLS = ("tcp_syn_retries", "tcp_syn_linear_timeouts")
 
 
 def observed(rawdir, start_ns):
     """sockwatch events of the SYN-SENT socket, times relative to the client's connect()."""
-    rows = []
-    for ev in t.read_kv_lines(os.path.join(rawdir, "sockwatch.txt"), "t_s="):
-        rows.append({
-            "t_s": round((int(ev["t_ns"]) - start_ns) / 1e9, 6),
-            "event": ev["event"], "state": ev["state"], "retrans": int(ev["retrans"]),
-            "timer": ev["timer"], "expires_ms": int(ev["expires_ms"]),
-            "backoff": int(ev["backoff"]) if "backoff" in ev else None,
-            "rto_ms": int(ev["rto_ms"]) if "rto_ms" in ev else None,
-        })
-    return rows
+    path = os.path.join(rawdir, "sockwatch.txt")
+    events = [t.sockwatch_event(ev, start_ns) for ev in t.read_sockwatch(path)]
+    if not events or events[0]["event"] != "new":
+        raise t.RawError(f"{path}: no `event=new` line for the SYN-SENT socket")
+    return events
 
 
 def one_run(rawdir):
-    client = t.read_kv(os.path.join(rawdir, "client.txt"))
+    cpath = os.path.join(rawdir, "client.txt")
+    client = t.read_kv(cpath)
     _, sysctls = t.read_machine(os.path.join(rawdir, "machine.txt"))
-    start_ns = int(client["start_ns"])
+    listener = t.listener_ready(os.path.join(rawdir, "listener.txt"), "full")
+    start_ns = client.int("start_ns")
+    syncnt = client.int("syncnt", 1, t.MAX_TCP_SYNCNT)
+    result = client.str("result")
+    errno = client.str("errno") if result == "error" else None
+    elapsed = client.float("elapsed_s", 0, 86400)
     events = observed(rawdir, start_ns)
-    syncnt = int(client["syncnt"])
-    linear = t.sysctl_int(sysctls, "net.ipv4.tcp_syn_linear_timeouts")
+    linear = t.sysctl_int(sysctls, "net.ipv4.tcp_syn_linear_timeouts",
+                          os.path.join(rawdir, "machine.txt"), 0, t.MAX_TCP_SYNCNT)
     exp_times, exp_end = t.expected_syn_schedule(syncnt, linear)
-    retx = [e for e in events if e["event"] == "change" and e["retrans"] > 0]
     return {
+        "result": result,
+        "errno": errno,
+        "elapsed_s": elapsed,
         "syncnt": syncnt,
-        "errno": client.get("errno") if client.get("result") != "ok" else None,
-        "elapsed_s": float(client["elapsed_s"]),
+        "port": listener.int("port", 1, 65535),
+        "addr": listener.str("addr"),
         "counters": t.read_counters_delta(os.path.join(rawdir, "counters-delta.txt")),
-        "sysctls": {k: v for k, v in sysctls.items()
-                    if k.rsplit(".", 1)[-1] in ("tcp_syn_retries", "tcp_syn_linear_timeouts")},
+        "sysctls": t.sysctls_json(sysctls, SYSCTLS),
         "events": events,
-        "retransmits": [{k: e[k] for k in ("t_s", "retrans", "timer", "expires_ms")} for e in retx],
+        "retransmits": t.retransmits(events),
         "expected": exp_times,
         "expected_elapsed_s": exp_end,
         "collected_at": t.collected_at(rawdir),
+        "load_average": None,
     }
 
 
@@ -79,8 +83,9 @@ def text_run(title, r):
         lines.append(f"  {e['t_s']:9.3f}  {e['event']:<6} {e['state']:<9} {k:>7} "
                      f"{e['timer']:<5} {e['expires_ms']:>10}  {want:>12}")
     seen = [x["t_s"] for x in r["retransmits"]]
+    outcome = r["errno"] or r["result"]
     lines += ["",
-              f"connect(): {r['errno'] or 'success'} after {r['elapsed_s']:.3f} s"
+              f"connect(): {outcome} after {r['elapsed_s']:.3f} s"
               f" (expected {fmt_s(r['expected_elapsed_s'])} s)",
               f"SYN retransmissions: {len(seen)} observed, {len(r['expected'])} expected",
               "  waits expected (s):  " + " ".join(
@@ -88,7 +93,7 @@ def text_run(title, r):
               + f", then give up at {fmt_s(r['expected_elapsed_s'])} s",
               "  waits observed (s):  " + " ".join(
                   f"{w:.3f}" for w in waits(seen + [r["elapsed_s"]]))
-              + f", then {r['errno'] or 'success'} at {r['elapsed_s']:.3f} s",
+              + f", then {outcome} at {r['elapsed_s']:.3f} s",
               "", "counter deltas (this namespace only):"]
     lines += t.counters_block(r["counters"])
     return lines
@@ -97,21 +102,21 @@ def text_run(title, r):
 def build(rawroot, outdir):
     runs = {}
     for unit, title in UNITS:
-        d = t.unit_dir(rawroot, unit)
-        if os.path.isdir(d):
-            runs[unit] = (title, one_run(d))
+        d = os.path.join(rawroot, unit)
+        if t.exists(d):
+            runs[unit] = (title, one_run(t.unit_dir(rawroot, unit)))
     if not runs:
-        raise t.RawError(f"no raw directory for {NAME} under {rawroot}")
+        raise t.RawError(f"{rawroot}: no raw directory for {NAME}")
     first = t.unit_dir(rawroot, next(iter(runs)))
     kernel = t.kernel_release(first)
-    lines = [f"{NAME}: blocking connect() to 127.0.0.1:21013, a listener whose accept queue is full",
-             f"kernel {kernel}; {t.where(first)}", ""]
+    main = runs.get("p01-synretry", next(iter(runs.values())))[1]
+    lines = [f"{NAME}: blocking connect() to {main['addr']}:{main['port']}, a listener whose "
+             "accept queue is full", t.header(kernel, None, t.where(first)), ""]
     for unit, title in UNITS:
         if unit in runs:
             lines += text_run(runs[unit][0], runs[unit][1]) + [""]
         else:
             lines += [f"== {title}: not run (./run.sh {unit}; --quick skips it)", ""]
-    main = runs.get("p01-synretry", next(iter(runs.values())))[1]
     obj = {"experiment": NAME, "kernel": kernel}
     obj.update({k: v for k, v in main.items() if k != "events"})
     obj["events"] = main["events"]

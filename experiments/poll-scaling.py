@@ -21,21 +21,24 @@ WRITEUP = {
 WRITEUP_SELECT_FAILED_CONNS = 1028
 
 
-def num(v):
-    try:
-        return int(v)
-    except ValueError:
-        return float(v)
+MAX_STEPS = 100        # K values, and rounds per step: the plan is a few of each
 
 
 def plan(raw):
-    p = t.read_kv(os.path.join(raw, "plan.txt"))
+    path = os.path.join(raw, "plan.txt")
+    p = t.read_kv(path)
+    ks = [t.num(k, f"{path}: ks", 0, 1_000_000) for k in p.str("ks").split(",")]
+    backends = p.str("backends").split(",")
+    if len(ks) > MAX_STEPS or not all(isinstance(k, int) for k in ks):
+        raise t.RawError(f"{path}: ks= is not a short list of integers")
+    if not set(backends) <= set(BACKENDS) or len(set(backends)) != len(backends):
+        raise t.RawError(f"{path}: backends= names other than {','.join(BACKENDS)}")
     return {
-        "ks": [int(k) for k in p["ks"].split(",")],
-        "backends": p["backends"].split(","),
-        "window_ms": int(p["window_ms"]),
-        "warmup_ms": int(p["warmup_ms"]),
-        "rounds": int(p["rounds"]),
+        "ks": ks,
+        "backends": backends,
+        "window_ms": p.int("window_ms", 1),
+        "warmup_ms": p.int("warmup_ms"),
+        "rounds": p.int("rounds", 1, MAX_STEPS),
         "quick": p.get("quick") == "1",
         "pin": p.get("pin", "none"),
         "tcp_ehash_entries": p.get("tcp_ehash_entries") or None,
@@ -46,27 +49,49 @@ def server_window(path):
     """The server's stats for the measured window: the second SIGUSR1 line (the first covers
     start-up and warm-up), or None when the server never got there."""
     lines = t.read_kv_lines(path, "stats reason=usr1 ")
-    return lines[1] if len(lines) >= 2 else None
+    if len(lines) < 2:
+        return None
+    d = t.numbers(lines[1], ("reason", "backend"))
+    for k in ("ready_per_call", "work_us_per_call", "wait_us_per_call", "calls_s", "conns",
+              "cpu_pct"):
+        if k not in d or d[k] < 0:
+            raise t.RawError(f"{path}: the window's stats line has no {k}=")
+    return d
 
 
 def read_round(raw, backend, k, r):
     """One step's raw files → a dict, or None when the step was skipped."""
     base = os.path.join(raw, f"{backend}-k{k}-r{r}")
-    if os.path.exists(base + "-skipped.txt"):
+    if t.exists(base + "-skipped.txt"):
         return None
-    load = t.read_kv_lines(base + "-load.txt", "result ")
-    if not load:
-        raise t.RawError(f"{base}-load.txt: no result line")
-    res = {key: num(v) if key != "errno" else v for key, v in load[0].items()}
+    res = load_result(base + "-load.txt")
     srv_lines = t.read_lines(base + "-server.txt")
-    out = {"round": r, "load": res, "server_rc": int(t.read_lines(base + "-server.rc")[0]),
+    rc = t.read_lines(base + "-server.rc")
+    out = {"round": r, "load": res,
+           "server_rc": t.num(rc[0] if rc else "", f"{base}-server.rc: exit status", 0, 255),
            "server": server_window(base + "-server.txt"),
            "rlimit": next((t.kv(x) for x in srv_lines if x.startswith("rlimit_nofile=")), None),
            "refused": next((t.kv(x) for x in srv_lines if x.startswith("refused ")), None),
            # run.sh deletes stderr files that stayed empty
-           "server_stderr": (t.read_lines(base + "-server.txt.err")
-                             if os.path.exists(base + "-server.txt.err") else [])}
+           "server_stderr": t.read_lines(base + "-server.txt.err", optional=True) or []}
+    if out["refused"] is not None:
+        f = t.Fields(base + "-server.txt", out["refused"])
+        out["refused"] = {"fd": f.int("fd"), "fd_setsize": f.int("fd_setsize"),
+                          "conns": f.int("conns")}
     return out
+
+
+LOAD_NUMBERS = ("req_s", "p50_us", "p99_us", "max_us", "mean_us", "requests", "mismatches",
+                "unanswered", "cpu_pct", "sys_cpu_pct", "steal_pct", "active", "size")
+
+
+def load_result(path):
+    """echo_load's result line → numbers (errno stays a name)."""
+    d = t.numbers(t.one_line(path, "result "), ("errno",))
+    for k in LOAD_NUMBERS + ("errno",):
+        if k not in d:
+            raise t.RawError(f"{path}: the result line has no {k}=")
+    return d
 
 
 def per_req(cpu_pct, req_s):
@@ -98,6 +123,9 @@ def row_of(k, rounds):
     ld, sv = best["load"], best["server"]
     ready = float(sv["ready_per_call"])
     work = float(sv["work_us_per_call"])
+    if ld["req_s"] <= 0:
+        return {"k": k, "status": "failed", "errno": "no requests answered",
+                "server_exit": best["server_rc"], "refused": None, "message": None}
     return {
         "k": k, "status": "ok", "req_s": ld["req_s"], "p50_us": ld["p50_us"],
         "p99_us": ld["p99_us"], "max_us": ld["max_us"], "mean_us": ld["mean_us"],
@@ -106,7 +134,7 @@ def row_of(k, rounds):
         "server_wait_us_per_call": float(sv["wait_us_per_call"]),
         "server_work_us_per_call": work,
         "server_work_us_per_ready": round(work / ready, 3) if ready > 0 else None,
-        "server_ready_per_call": ready, "server_calls_s": num(sv["calls_s"]),
+        "server_ready_per_call": ready, "server_calls_s": sv["calls_s"],
         "server_conns": int(sv["conns"]), "server_cpu_pct": float(sv["cpu_pct"]),
         "client_cpu_pct": ld["cpu_pct"], "machine_cpu_pct": ld["sys_cpu_pct"],
         "other_cpu_pct": other_cpu(ld["sys_cpu_pct"], float(sv["cpu_pct"]), ld["cpu_pct"]),
@@ -124,10 +152,9 @@ def selftest(raw, rounds):
     best = None
     for r in range(1, rounds + 1):
         path = os.path.join(raw, f"selftest-r{r}.txt")
-        if not os.path.exists(path):
+        if not t.exists(path):
             continue
-        d = {key: num(v) if key != "errno" else v
-             for key, v in t.read_kv_lines(path, "result ")[0].items()}
+        d = load_result(path)
         if d["errno"] == "none" and (best is None or d["req_s"] > best["req_s"]):
             best = d
     return best
@@ -180,7 +207,7 @@ def table_lines(backend, rows):
     return out
 
 
-def plot(outdir, backends, refused_fd_setsize):
+def plot(outdir, backends, refused_fd_setsize, active, size):
     """poll-scaling.svg through gnuplot.  Returns the line for the report."""
     gp = shutil.which("gnuplot")
     if gp is None:
@@ -207,7 +234,7 @@ def plot(outdir, backends, refused_fd_setsize):
     os.close(fd)
     script = ("set terminal svg size 1000,420 dynamic font 'sans,12'\n"
               f"set output '{tmp}'\n" + "".join(blocks) +
-              "set multiplot layout 1,2 title 'echo server, 8 active connections, 512 B "
+              f"set multiplot layout 1,2 title 'echo server, {active} active connections, {size} B "
               "request/response'\nset grid\n"
               "set xlabel 'idle connections (K)'\nset xrange [-100:*]\nset yrange [0:*]\n" +
               fd_line + "set key right center\nset ylabel 'requests/s'\nset title 'throughput'\n"
@@ -219,33 +246,35 @@ def plot(outdir, backends, refused_fd_setsize):
         os.unlink(tmp)
         first = (r.stderr.strip().splitlines() or ["no output"])[-1]
         return None, f"plot: gnuplot failed: {first}"
-    os.replace(tmp, os.path.join(outdir, NAME + ".svg"))
-    return NAME + ".svg", f"plot: {NAME}.svg (req/s and p99 against idle connections)"
+    # renamed by build() only once the .txt and .json are written: a refusal leaves the old set
+    return tmp, f"plot: {NAME}.svg (req/s and p99 against idle connections)"
 
 
 def elapsed(raw):
-    path = os.path.join(raw, "elapsed.txt")
-    if not os.path.exists(path):
+    d = t.read_kv(os.path.join(raw, "elapsed.txt"), optional=True)
+    if d is None:
         return None
-    d = t.read_kv(path)
-    return round(float(d["uptime_end_s"]) - float(d["uptime_start_s"]), 6)
+    return round(d.float("uptime_end_s") - d.float("uptime_start_s", 0, d.float("uptime_end_s")), 6)
 
 
 def kernel(raw):
-    k = t.kernel_release(raw)
-    if k is None and os.path.exists(os.path.join(raw, "uname.txt")):
-        k = t.read_lines(os.path.join(raw, "uname.txt"))[0].strip()
-    return k
+    if t.exists(os.path.join(raw, "machine.txt")):
+        return t.kernel_release(raw)
+    lines = t.read_lines(os.path.join(raw, "uname.txt"))
+    if not lines or not lines[0].strip():
+        raise t.RawError(f"{raw}/uname.txt: empty (and no machine.txt)")
+    return lines[0].strip()
 
 
 def first_rlimit(raw, p):
     for b in p["backends"]:
         for k in p["ks"]:
             path = os.path.join(raw, f"{b}-k{k}-r1-server.txt")
-            if os.path.exists(path):
+            if t.exists(path):
                 for line in t.read_lines(path):
                     if line.startswith("rlimit_nofile="):
-                        return {key: int(v) for key, v in t.kv(line).items()}
+                        f = t.Fields(path, t.kv(line))
+                        return {key: f.int(key) for key in ("rlimit_nofile", "was", "hard")}
     return None
 
 
@@ -254,7 +283,7 @@ def header_lines(p, kern, ncpu):
     return [
         f"{NAME}: RFC 862 echo server over select, poll and epoll (all level-triggered) "
         "while K idle connections stay open",
-        f"8 active connections, 512-byte request and reply, {p['window_ms'] / 1000:.3f} s "
+        f"{p['active']} active connections, {p['size']}-byte request and reply, {p['window_ms'] / 1000:.3f} s "
         f"window per step after {p['warmup_ms'] / 1000:.3f} s warm-up; fastest of "
         f"{p['rounds']} round(s) per step{' (quick)' if p['quick'] else ''}",
         f"kernel {kern}, {ncpu} CPU(s) shared by client and server over loopback; {pin}",
@@ -312,8 +341,8 @@ def refusal(rows):
     if r is None:
         return None
     f = r["refused"]
-    return {"k": r["k"], "fd": int(f["fd"]), "fd_setsize": int(f["fd_setsize"]),
-            "server_conns": int(f["conns"]), "server_exit": r["server_exit"],
+    return {"k": r["k"], "fd": f["fd"], "fd_setsize": f["fd_setsize"],
+            "server_conns": f["conns"], "server_exit": r["server_exit"],
             "client_errno": r["errno"], "message": r["message"]}
 
 
@@ -322,12 +351,19 @@ def build(rawroot, outdir):
     p = plan(raw)
     kern = kernel(raw)
     ncpu = None
-    if os.path.exists(os.path.join(raw, "machine.txt")):
-        ncpu = t.read_machine(os.path.join(raw, "machine.txt"))[0].get("nproc")
-    backends = {}
+    if t.exists(os.path.join(raw, "machine.txt")):
+        ncpu = t.read_machine(os.path.join(raw, "machine.txt"), ("kernel", "nproc"))[0].int("nproc", 1)
+    backends, shapes = {}, set()
     for b in p["backends"]:
-        backends[b] = [row_of(k, [read_round(raw, b, k, r) for r in range(1, p["rounds"] + 1)])
-                       for k in p["ks"]]
+        backends[b] = []
+        for k in p["ks"]:
+            rounds = [read_round(raw, b, k, r) for r in range(1, p["rounds"] + 1)]
+            shapes |= {(x["load"]["active"], x["load"]["size"]) for x in rounds if x}
+            backends[b].append(row_of(k, rounds))
+    if len(shapes) != 1:
+        raise t.RawError(f"{raw}: the load results name {len(shapes)} different active=/size= "
+                         "pairs, not one")
+    p["active"], p["size"] = shapes.pop()
     ref = refusal(backends.get("select", []))
     st = selftest(raw, p["rounds"])
     lines = header_lines(p, kern, ncpu or "?")
@@ -343,13 +379,14 @@ def build(rawroot, outdir):
     if rl:
         lines.append(f"rlimit_nofile: server soft limit {rl['rlimit_nofile']} (was {rl['was']}, "
                      f"hard {rl['hard']})")
-    svg, plot_line = plot(outdir, backends, ref["fd_setsize"] if ref else None)
+    svg_tmp, plot_line = plot(outdir, backends, ref["fd_setsize"] if ref else None, p["active"],
+                          p["size"])
     lines.append(plot_line)
     e0 = next((r for r in backends.get("epoll", []) if r["k"] == 0 and r["status"] == "ok"), None)
     obj = {
         "experiment": NAME, "kernel": kern, "collected_at": t.collected_at(raw),
-        "counters": {}, "errno": None, "elapsed_s": elapsed(raw),
-        "plan": p, "ncpu": int(ncpu) if ncpu else None,
+        "load_average": None, "counters": None, "result": None, "errno": None,
+        "elapsed_s": elapsed(raw), "plan": p, "ncpu": ncpu,
         "backends": dict(backends, select_refused_at_k=ref["k"] if ref else None),
         "select_refused_at_k": ref["k"] if ref else None,
         "select_refusal": ref,
@@ -363,11 +400,17 @@ def build(rawroot, outdir):
             "poll_5000_over_0": cpu_ratio(backends.get("poll", []), 5000)},
         "selftest": st,
         "client_headroom": round(st["req_s"] / e0["req_s"], 3) if st and e0 else None,
-        "rlimit_nofile": rl, "plot": svg,
+        "rlimit_nofile": rl, "plot": NAME + ".svg" if svg_tmp else None,
         "writeup": {"req_s": {b: {str(k): v for k, v in d.items()} for b, d in WRITEUP.items()},
                     "select_failed_with_conns": WRITEUP_SELECT_FAILED_CONNS},
     }
-    t.write_outputs(outdir, NAME, lines, obj)
+    try:
+        t.write_outputs(outdir, NAME, lines, obj)
+        if svg_tmp:
+            os.replace(svg_tmp, os.path.join(outdir, NAME + ".svg"))
+    finally:
+        if svg_tmp and os.path.exists(svg_tmp):
+            os.unlink(svg_tmp)
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ import time
 TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(TOP, "experiments"))
 sys.path.insert(0, os.path.join(TOP, "tests"))
+import lab_proc  # noqa: E402
 import tcplab  # noqa: E402
 
 BIN = os.path.join(TOP, os.environ.get("TCPLAB_BUILD", "build"), "bin")
@@ -94,7 +95,7 @@ def main():
         print("bench: needs root for network namespaces", file=sys.stderr)
         return 4
     rows = []
-    with tcplab.netns("tcplab-bench") as ns:
+    with lab_proc.netns("tcplab-bench") as ns:
         rows += bench_sockwatch(ns)
         rows += bench_counters(ns)
     rows += bench_run(a.quick)

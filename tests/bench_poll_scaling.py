@@ -11,6 +11,8 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "experiments"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import lab_proc  # noqa: E402
 import tcplab  # noqa: E402
 
 PORT = 21400
@@ -23,7 +25,7 @@ kv = tcplab.kv
 
 def netns():
     """A fresh namespace made as run.sh makes them (experiments/lib/netns.sh), deleted afterwards."""
-    return tcplab.netns("tcplab-bench")
+    return lab_proc.netns("tcplab-bench")
 
 
 def pinning():

@@ -53,8 +53,8 @@ def bindir():
 @pytest.fixture
 def netns():
     """A fresh network namespace as run.sh makes them (experiments/lib/netns.sh), deleted afterwards."""
-    import tcplab
-    with tcplab.netns() as name:
+    import lab_proc
+    with lab_proc.netns() as name:
         yield name
 
 

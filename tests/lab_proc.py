@@ -1,9 +1,15 @@
 """lab_proc.py — start a tcplab program in a network namespace and read its stdout line by line
 with a deadline, so tests wait for a `ready` line instead of sleeping.  Standard library only."""
+import contextlib
+import os
 import queue
+import secrets
 import signal
 import subprocess
 import threading
+
+NETNS_SH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                        "experiments", "lib", "netns.sh")
 
 
 class ProcError(Exception):
@@ -75,3 +81,15 @@ def run_in_ns(ns, argv, timeout=30):
     """Run argv to completion inside ns; returns the CompletedProcess (text)."""
     return subprocess.run(["ip", "netns", "exec", ns] + [str(a) for a in argv],
                           capture_output=True, text=True, timeout=timeout)
+
+
+@contextlib.contextmanager
+def netns(prefix="tcplab-test"):
+    """A fresh network namespace made the way run.sh makes them (experiments/lib/netns.sh: lo up,
+    TCP hash table); on exit its processes are killed and it is deleted."""
+    name = f"{prefix}-{secrets.token_hex(4)}"
+    subprocess.run([NETNS_SH, "create", name], check=True, capture_output=True)
+    try:
+        yield name
+    finally:
+        subprocess.run([NETNS_SH, "delete", name], capture_output=True)
