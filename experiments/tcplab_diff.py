@@ -13,7 +13,8 @@ What counts as a difference (docs/kernel-diff.md explains why):
   - a sysctl absent (null) on one side, or with another value;
   - the number of SYN retransmissions, and their times, step by step, beyond a tolerance of
     max(10 %, 50 ms); the same for the schedule expected from the sysctls;
-  - the errno, and the total time (same tolerance);
+  - how the call ended (result: ok, error, timeout), else the errno, and the total time (same
+    tolerance);
   - counter deltas: a counter on one side only, or values more than 10 % apart and, in an
     experiment of N connects, more than N/4 apart (races move a counter by a few per cent of
     N between two runs of one kernel; a change of behaviour moves it by about one per connect);
@@ -167,10 +168,20 @@ def diff_counters(ca, cb, s, what="counter", floor=0):
     return out
 
 
-def diff_errno(a, b, s):
+def fmt_outcome(run):
+    """result, with the errno when there is one: "error (ETIMEDOUT)", "timeout", "ok"."""
+    result, errno = run.get("result"), run.get("errno")
+    return f"{result or 'none'}{f' ({errno})' if errno else ''}"
+
+
+def diff_outcome(a, b, s):
+    """How the call ended (result: ok, error, timeout, ...), else the errno of an error: one
+    line either way.  errno null is no errno: success, or a timeout of the program's own."""
+    if "result" in a and "result" in b and a["result"] != b["result"]:
+        return [f"result: {s.pair(fmt_outcome(a), fmt_outcome(b))}"]
     if "errno" not in a or "errno" not in b or a["errno"] == b["errno"]:
         return []
-    return [f"errno: {s.pair(a['errno'] or 'none (success)', b['errno'] or 'none (success)')}"]
+    return [f"errno: {s.pair(a['errno'] or 'none', b['errno'] or 'none')}"]
 
 
 def diff_time(a, b, key, words, s):
@@ -281,7 +292,7 @@ def diff_run(a, b, s):
     out += diff_exact(a, b, "hz", "HZ", s)
     out += diff_exact(a, b, "syncnt", "TCP_SYNCNT", s)
     out += diff_syn_schedule(a, b, s)
-    out += diff_errno(a, b, s)
+    out += diff_outcome(a, b, s)
     out += diff_time(a, b, "elapsed_s", "total time", s)
     out += diff_connect_time(a, b, s)
     if not (isinstance(a.get("parts"), dict) and isinstance(b.get("parts"), dict)):
@@ -687,87 +698,124 @@ class SubRunOrAny:
         return ANY.check(v, path, depth)
 
 
-# The building blocks, each the type docs/output-format.md gives.
+class Run(Obj):
+    """A run's object, with the rule the format gives errno: a name only when result is error
+    (a program's own poll() timeout has no errno)."""
+
+    def check(self, v, path, depth):
+        super().check(v, path, depth)
+        result, errno = v.get("result"), v.get("errno")
+        if errno is not None and result is not None and result != "error":
+            raise Bad(path + ["errno"], f"{show(errno, 32)} with result {result}, "
+                      "want null (an errno is given only when result is error)")
+
+    def extend(self, required=None, optional=None, extra=None):
+        o = super().extend(required, optional, extra)
+        r = Run(o.required, o.optional, o.extra, o.want)
+        return r
+
+
+# The building blocks, each a shape of docs/output-format.md ("Shapes").
+SCHEMA_VERSION = 2
 SECONDS = Num(0, 1e6, want="seconds, a number from 0 to 1e6")
 COUNT = Num(0, 2 ** 63, integer=True, want="a count, an integer >= 0")
+MS = Num(-1e9, 1e9, want="milliseconds, a number")
 ERRNO_NAME = r"E[A-Z0-9]{1,30}"
 ERRNO = nullable(Str(32, ERRNO_NAME, want="an errno name (ETIMEDOUT)"))
+RESULT = nullable(Str(choices=("ok", "error", "timeout", "interrupted")))
 TEXT = Str(4096)
 COUNTER_NAME = r"[A-Za-z][A-Za-z0-9_]{0,63}"
+DELTA = Num(-2 ** 63, 2 ** 64, integer=True, want="a delta, an integer")
 COUNTERS = Map(COUNTER_NAME, OneOf(
-    Num(-2 ** 63, 2 ** 64, integer=True, want="a delta, an integer"), Null(),
-    Obj({"only": Str(choices=("now", "before")), "value": Num(-2 ** 63, 2 ** 64, integer=True)}),
-    want="a delta (an integer), null, or {\"only\", \"value\"}"),
+    DELTA, Null(), Obj({"only": Str(choices=("now", "before")), "value": DELTA}),
+    want='a delta (an integer), null, or {"only", "value"}'),
     "a counter (TcpExtTCPSynRetrans)", want="an object (counter name -> delta)")
 SYSCTL_NAME = r"[a-z][a-z0-9_-]*(\.[a-z0-9_-]+)*"
-SYSCTLS = Map(SYSCTL_NAME, OneOf(Str(256, r"[ -~]*", want="a sysctl value"),
-                                  Num(-2 ** 63, 2 ** 64, want="a sysctl value"), Null()),
-              "a sysctl (net.ipv4.tcp_syn_retries)", want="an object (sysctl -> value)")
-SOCKWATCH_ROW = Obj(optional={
-    "t_s": Num(-1e6, 1e6), "event": Str(32), "state": Str(32), "retrans": COUNT,
-    "timer": Str(32), "expires_ms": Num(-1e9, 1e9), "backoff": COUNT, "rto_ms": Num(0, 1e9)})
-SOCKET_ROW = Obj(optional={        # a socket as sockwatch printed it (p01-strace, p01-timeout)
-    "state": Str(32), "timer": Str(32), "expires_ms": Num(-1e9, 1e9), "retrans": COUNT,
-    "rq": COUNT, "wq": COUNT, "local": Str(64), "peer": Str(64), "inode": COUNT})
-SOCKETS = List(SOCKET_ROW, 100000, want="a list of sockets")
-RETRANSMIT = SOCKWATCH_ROW.extend(required={"t_s": SECONDS})
+SYSCTL_NUMBER = Num(-2 ** 63, 2 ** 64, want="a number")
+SYSCTLS = Map(SYSCTL_NAME, OneOf(
+    SYSCTL_NUMBER, List(SYSCTL_NUMBER, 64), Str(256, r"[ -~]*"), Null(),
+    want="a sysctl value (a number, a list of numbers, a string or null)"),
+    "a sysctl (net.ipv4.tcp_syn_retries)", want="an object (sysctl -> value)")
+LOAD_AVERAGE = nullable(List(Num(0, 1e6), 3, want="a list of 3 load averages"))
+TIMER = Str(choices=("off", "on", "keepalive", "timewait", "persist"))
+EVENT = Obj({"t_s": Num(-1e6, 1e6), "event": Str(choices=("new", "change", "gone")),
+             "state": Str(32, r"[A-Z0-9-]+"), "retrans": COUNT, "timer": TIMER,
+             "expires_ms": MS, "backoff": nullable(COUNT), "rto_ms": nullable(MS)})
+EVENTS = List(EVENT, 100000, want="a list of events")
+RETRANSMIT = Obj({"t_s": SECONDS, "retrans": COUNT, "timer": TIMER, "expires_ms": MS})
 RETRANSMITS = List(RETRANSMIT, 10000, want="a list of retransmissions")
+ENDPOINT = Str(64, r"[0-9A-Fa-f.:\[\]*%a-z]+", want="address:port")
+SOCKET = Obj({"state": Str(32, r"[A-Z0-9-]+"), "local": ENDPOINT, "peer": ENDPOINT,
+              "rq": COUNT, "wq": COUNT, "timer": TIMER, "expires_ms": MS, "retrans": COUNT,
+              "inode": COUNT})
+SOCKETS = List(SOCKET, 100000, want="a list of sockets")
+# port and addr are null where nothing listened (p01-connect-time's refused part)
+LISTENER = {"port": nullable(Num(0, 65535, integer=True)), "addr": nullable(Str(64))}
 US = Obj({p: nullable(Num(0, 1e12)) for p in ("min", "p10", "median", "p90", "p99", "max")},
          want="an object of percentiles in us")
 EXPERIMENT = Str(64, r"[a-z0-9][a-z0-9_-]*", want="an experiment name")
 KERNEL = Str(64, r"[!-~]+", want="a kernel release (uname -r)")
+ERRORS = Map(ERRNO_NAME, COUNT, "an errno (ECONNREFUSED)")
 
 # The keys any run (a report, its default run, a sub-run) may have and the diff reads.
-RUN = Obj(optional={
+RUN = Run(optional={
     "sysctls": SYSCTLS, "hz": nullable(Num(1, 1e6, integer=True)),
     "syncnt": nullable(Num(0, 255, integer=True)), "retransmits": RETRANSMITS,
     "expected": List(SECONDS, 10000, want="a list of seconds"),
-    "expected_elapsed_s": nullable(SECONDS), "errno": ERRNO, "elapsed_s": nullable(SECONDS),
-    "n": OneOf(COUNT, Str(32)), "errors": Map(ERRNO_NAME, COUNT, "an errno (ECONNREFUSED)"),
-    "us": US, "counters": COUNTERS, "kernel": KERNEL, "experiment": EXPERIMENT,
-    "schema": Num(1, 1000, integer=True), "collected_at": Str(64)}, extra=SubRunOrAny())
+    "expected_elapsed_s": nullable(SECONDS), "result": RESULT, "errno": ERRNO,
+    "elapsed_s": nullable(SECONDS), "n": COUNT, "errors": ERRORS, "us": US,
+    "counters": nullable(COUNTERS), "events": EVENTS, "load_average": LOAD_AVERAGE,
+    "collected_at": nullable(Str(64))}, extra=SubRunOrAny())
 RUN.optional["default"] = nullable(RUN)
 RUN.optional["parts"] = Map(r"[a-z0-9_-]{1,32}", RUN, "a part")
 
-COMMON = RUN.extend(required={k: RUN.optional[k] for k in
-                              ("experiment", "kernel", "counters", "errno", "elapsed_s", "schema")})
-LAB = RUN.extend(required={k: RUN.optional[k] for k in ("experiment", "kernel", "schema")})
+# Every .json has these keys (docs/output-format.md, "The JSON files").
+COMMON = RUN.extend(required={
+    "experiment": EXPERIMENT, "kernel": KERNEL,
+    "schema": Num(SCHEMA_VERSION, SCHEMA_VERSION, integer=True,
+                  want=f"{SCHEMA_VERSION} (older outputs: make them again with the current reports)"),
+    "collected_at": nullable(Str(64)), "load_average": LOAD_AVERAGE,
+    "counters": nullable(COUNTERS), "result": RESULT, "errno": ERRNO,
+    "elapsed_s": nullable(SECONDS)})
 
-SYNRETRY_RUN = {"syncnt": RUN.optional["syncnt"], "errno": ERRNO, "elapsed_s": nullable(SECONDS),
-                "counters": COUNTERS, "sysctls": SYSCTLS, "retransmits": RETRANSMITS,
-                "events": List(SOCKWATCH_ROW, 100000), "expected": RUN.optional["expected"],
-                "expected_elapsed_s": nullable(SECONDS), "collected_at": Str(64)}
-CONNECT_PART = {"n": COUNT, "ok": COUNT, "errors": RUN.optional["errors"], "us": US,
-                "max_index": nullable(COUNT), "over_1ms": COUNT, "loadavg": Str(64)}
-PART = RUN.extend(required={**CONNECT_PART, "counters": COUNTERS})
+SYNRETRY_RUN = {**LISTENER, "result": RESULT, "errno": ERRNO, "elapsed_s": nullable(SECONDS),
+                "syncnt": RUN.optional["syncnt"], "counters": nullable(COUNTERS),
+                "sysctls": SYSCTLS, "events": EVENTS, "retransmits": RETRANSMITS,
+                "expected": RUN.optional["expected"], "expected_elapsed_s": nullable(SECONDS),
+                "collected_at": nullable(Str(64)), "load_average": LOAD_AVERAGE}
+CONNECT_PART = {"n": COUNT, "ok": COUNT, "errors": ERRORS, "us": US,
+                "max_index": nullable(COUNT), "over_1ms": COUNT, **LISTENER}
+PART = RUN.extend(required={**CONNECT_PART, "counters": nullable(COUNTERS),
+                            "load_average": LOAD_AVERAGE, "result": RESULT, "errno": ERRNO})
 TIMEOUT_CLIENT = RUN.extend(required={
-    "result": Str(choices=("timeout", "ok", "error")), "errno": ERRNO,
-    "elapsed_s": nullable(SECONDS), "closed_s": nullable(SECONDS),
-    "events": List(SOCKWATCH_ROW, 100000), "retransmits": RETRANSMITS,
+    "result": RESULT, "errno": ERRNO, "elapsed_s": nullable(SECONDS),
+    "closed_s": nullable(SECONDS), "events": EVENTS, "retransmits": RETRANSMITS,
     "after_close": SOCKETS})
-STRACE_PART = RUN.extend(required={"result": Str(choices=("timeout", "ok", "error")),
-                                   "errno": ERRNO, "elapsed_s": nullable(SECONDS),
+STRACE_PART = RUN.extend(required={"result": RESULT, "errno": ERRNO,
+                                   "elapsed_s": nullable(SECONDS), "dest": nullable(ENDPOINT),
                                    "syscalls": nullable(List(TEXT, 100000))})
 
 SCHEMAS = {
-    "p01-synretry": COMMON.extend(required={**SYNRETRY_RUN,
-                                            "default": nullable(RUN.extend(required=SYNRETRY_RUN))}),
+    "p01-synretry": COMMON.extend(required={
+        **SYNRETRY_RUN, "default": nullable(RUN.extend(required=SYNRETRY_RUN))}),
     "p01-connect-time": COMMON.extend(required={
         **CONNECT_PART, "parts": Obj({"accept": PART, "refused": PART})}),
     "p01-timeout": COMMON.extend(required={
-        "cc": TIMEOUT_CLIENT, "keep": TIMEOUT_CLIENT.extend(required={"after_timeout": SOCKETS}),
+        **LISTENER, "cc": TIMEOUT_CLIENT,
+        "keep": TIMEOUT_CLIENT.extend(required={"after_timeout": SOCKETS}),
         "keep_retransmits_after_timeout": COUNT}),
     "p01-strace": COMMON.extend(required={
-        "strace": TEXT, "parts": Obj({k: STRACE_PART for k in ("block", "refused", "cc")}),
-        "sockets": SOCKETS}),
+        **LISTENER, "backlog": COUNT, "strace": TEXT,
+        "parts": Obj({k: STRACE_PART for k in ("block", "refused", "cc")}), "sockets": SOCKETS}),
     "p01-machine": COMMON.extend(required={
         "version": TEXT, "arch": Str(64), "hz": nullable(Num(1, 1e6, integer=True)),
         "nproc": Num(1, 1e6, integer=True), "sysctls": SYSCTLS,
         "vm": nullable(Map(r"[A-Za-z0-9_.-]{1,64}", TEXT, "a vm.txt key"))}),
-    # The labs: their pages (docs/connect-modes.md, poll-scaling.md, accept-path.md) describe
-    # their keys; the diff reads only the run keys above, so those are what is checked here.
-    "connect-modes": LAB,
-    "accept-path": LAB,
+    # The labs describe their other keys on their pages (docs/connect-modes.md, poll-scaling.md,
+    # accept-path.md); the diff reads only the run keys above, so those are what is typed, the
+    # rest is bounded.
+    "connect-modes": COMMON.extend(required={**LISTENER, "n": COUNT}),
+    "accept-path": COMMON.extend(required={"sysctls": SYSCTLS}),
     # its self-test row is a sub-run to the diff (it has errno), and says "none" for no error
     "poll-scaling": COMMON.extend(optional={"selftest": RUN.extend(optional={
         "errno": nullable(Str(32, r"none|" + ERRNO_NAME, want="an errno name or none"))})}),
@@ -780,6 +828,10 @@ def validate(path, obj):
     name = obj.get("experiment") if isinstance(obj, dict) else None
     spec = SCHEMAS.get(name, COMMON) if isinstance(name, str) else COMMON
     try:
+        if isinstance(obj, dict):   # first the version: an older output fails on this, not later
+            if "schema" not in obj:
+                raise Bad(["schema"], "missing")
+            walk(COMMON.required["schema"], obj["schema"], ["schema"])
         walk(spec, obj, [])
     except Bad as e:
         raise Trouble(f"{show(path, 4096)}: {where(e.path)}: {e.what}") from e
