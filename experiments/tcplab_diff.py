@@ -6,7 +6,10 @@ usage: tcplab_diff.py A B
 A and B are outputs/<kernel release>/ directories (or two .json files of one experiment).  Their
 .json files are compared by meaning, not by text: one line per difference, grouped by
 experiment, nothing at all when the two sides agree.  Exit status as diff(1): 0 the same,
-1 they differ, 2 trouble (bad usage, unreadable directory or JSON).
+1 they differ, 2 trouble: bad usage, a missing or unreadable side, or any .json of either side
+that is not a regular file of strict JSON in the documented format (SCHEMAS below, from
+docs/output-format.md); then one line on stderr names the file and the field, and nothing is
+printed on stdout.
 
 What counts as a difference (docs/kernel-diff.md explains why):
   - an experiment present on one side only;
@@ -886,7 +889,7 @@ def labels(path_a, path_b):
     named = bool(a and b and a != b and os.path.isdir(path_a) and os.path.isdir(path_b))
     if not named:
         a, b = "A", "B"
-    return Sides(a, b, named, vm_accel(path_a), vm_accel(path_b))
+    return Sides(show(a, 255), show(b, 255), named, vm_accel(path_a), vm_accel(path_b))
 
 
 def diff_dirs(path_a, path_b):
@@ -940,7 +943,7 @@ def main(argv):
         return EXIT_SAME
     try:
         if not s.named:
-            print(f"A: {argv[1]}\nB: {argv[2]}")
+            print(f"A: {show(argv[1], 4096)}\nB: {show(argv[2], 4096)}")
         for line in lines:
             print(line)
         sys.stdout.flush()

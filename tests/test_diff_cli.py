@@ -73,3 +73,17 @@ def test_empty_directories_are_equal(tmp_path):
     (tmp_path / "b").mkdir()
     r = run(str(tmp_path / "a"), str(tmp_path / "b"))
     assert (r.returncode, r.stdout, r.stderr) == (0, "", "")
+
+
+def test_odd_directory_names_stay_on_one_line(tmp_path):
+    """A side's name is printed escaped: a newline or a byte that is not UTF-8 in it cannot
+    break a line in two, nor the output's encoding (a UnicodeEncodeError under a UTF-8 locale)."""
+    odd = os.path.join(os.fsencode(tmp_path), b"n\xff\nx")
+    os.mkdir(odd)
+    with open(os.path.join(odd, b"p01-machine.json"), "w") as f:
+        json.dump(hz(250), f)
+    b = put(tmp_path / "m" / "p01-machine.json", hz(1000))
+    r = subprocess.run(["/usr/bin/python3", DIFF, odd, os.path.dirname(b)], capture_output=True,
+                       env={**os.environ, "LC_ALL": "C.UTF-8"})
+    assert (r.returncode, r.stderr) == (1, b"")
+    assert r.stdout.splitlines() == [b"p01-machine", b"  HZ: 250 in n\\udcff\\nx, 1000 in m"]
