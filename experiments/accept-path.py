@@ -300,8 +300,10 @@ def build(rawroot, outdir):
            if t.exists(os.path.join(raw, f"latency-{c}.txt"))}
     if "pending" not in lat.get("any", {}):
         raise t.RawError(f"{raw}/latency-any.txt: no pending/wake lines")
+    # a phase that left any file ran, and then needs all of them
     phases = {name: read_phase(raw, name) for name, _ in PHASES
-              if t.exists(os.path.join(raw, f"{name}-client.txt"))}
+              if any(t.exists(os.path.join(raw, f"{name}-{f}.txt"))
+                     for f in ("client", "server", "queue", "counters-delta"))}
     load = t.load_average(os.path.join(raw, "loadavg.txt"))
     kernel = info.get("kernel")
     n = lat["any"]["pending"].get("n")

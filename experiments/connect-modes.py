@@ -56,7 +56,10 @@ def histogram(path):
     """samples.txt → ({mode: counts per bucket of EDGES_US} of the whole-sequence time,
     {mode: {step: count}}: for each sequence over 5 ms, the step that took most of it)."""
     hist, slow = {}, {}
-    for d in t.read_kv_lines(path, "mode="):
+    rows = t.read_kv_lines(path, "mode=")
+    if not rows:
+        raise t.RawError(f"{path}: no mode= samples")
+    for d in rows:
         us = d.int("total_ns") / 1e3
         k = next((i for i, e in enumerate(EDGES_US) if us < e), len(EDGES_US))
         hist.setdefault(d.str("mode"), [0] * (len(EDGES_US) + 1))[k] += 1

@@ -39,7 +39,8 @@ def read_part(rawdir, part):
         "n": n, "ok": ok, "errors": errors, "us": us,
         "max_index": summary.int("max_index", 0, n - 1),
         "over_1ms": summary.int("over_1ms", 0, n),
-        "counters": t.read_counters_delta(os.path.join(rawdir, f"{part}-counters-delta.txt")),
+        "counters": t.read_counters_delta(os.path.join(rawdir, f"{part}-counters-delta.txt"),
+                                           ALWAYS + EXPLAIN),
         "load_average": t.load_average(os.path.join(rawdir, f"{part}-loadavg.txt")),
         "port": None, "addr": None,
     }

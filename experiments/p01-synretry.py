@@ -9,6 +9,9 @@ import tcplab as t  # noqa: E402
 NAME = "p01-synretry"
 UNITS = (("p01-synretry", "TCP_SYNCNT 2"), ("p01-synretry-default", "system default TCP_SYNCNT"))
 SYSCTLS = ("tcp_syn_retries", "tcp_syn_linear_timeouts")
+# the counters p01-synretry.sh keeps (counters -k): the page reads them from the block
+COUNTERS = ("TcpExtListenOverflows", "TcpExtListenDrops", "TcpExtTCPSynRetrans",
+            "TcpAttemptFails", "TcpActiveOpens")
 
 
 def observed(rawdir, start_ns):
@@ -41,7 +44,7 @@ def one_run(rawdir):
         "syncnt": syncnt,
         "port": listener.int("port", 1, 65535),
         "addr": listener.str("addr"),
-        "counters": t.read_counters_delta(os.path.join(rawdir, "counters-delta.txt")),
+        "counters": t.read_counters_delta(os.path.join(rawdir, "counters-delta.txt"), COUNTERS),
         "sysctls": t.sysctls_json(sysctls, SYSCTLS),
         "events": events,
         "retransmits": t.retransmits(events),

@@ -66,6 +66,7 @@ def read_round(raw, backend, k, r):
         return None
     res = load_result(base + "-load.txt")
     srv_lines = t.read_lines(base + "-server.txt")
+    t.listener_ready(base + "-server.txt", addr=False)     # a server that printed no ready line never ran
     rc = t.read_lines(base + "-server.rc")
     out = {"round": r, "load": res,
            "server_rc": t.num(rc[0] if rc else "", f"{base}-server.rc: exit status", 0, 255),
@@ -91,6 +92,9 @@ def load_result(path):
     for k in LOAD_NUMBERS + ("errno",):
         if k not in d:
             raise t.RawError(f"{path}: the result line has no {k}=")
+    for k in ("active", "size", "requests"):
+        if not isinstance(d[k], int) or d[k] < (0 if k == "requests" else 1):
+            raise t.RawError(f"{path}: {k}={d[k]} is not a count")
     return d
 
 
@@ -155,7 +159,7 @@ def selftest(raw, rounds):
         if not t.exists(path):
             continue
         d = load_result(path)
-        if d["errno"] == "none" and (best is None or d["req_s"] > best["req_s"]):
+        if d["errno"] == "none" and d["req_s"] > 0 and (best is None or d["req_s"] > best["req_s"]):
             best = d
     return best
 
@@ -379,32 +383,33 @@ def build(rawroot, outdir):
     if rl:
         lines.append(f"rlimit_nofile: server soft limit {rl['rlimit_nofile']} (was {rl['was']}, "
                      f"hard {rl['hard']})")
+    run_s = elapsed(raw)
     svg_tmp, plot_line = plot(outdir, backends, ref["fd_setsize"] if ref else None, p["active"],
                           p["size"])
-    lines.append(plot_line)
-    e0 = next((r for r in backends.get("epoll", []) if r["k"] == 0 and r["status"] == "ok"), None)
-    obj = {
-        "experiment": NAME, "kernel": kern, "collected_at": t.collected_at(raw),
-        "load_average": None, "counters": None, "result": None, "errno": None,
-        "elapsed_s": elapsed(raw), "plan": p, "ncpu": ncpu,
-        "backends": dict(backends, select_refused_at_k=ref["k"] if ref else None),
-        "select_refused_at_k": ref["k"] if ref else None,
-        "select_refusal": ref,
-        "ratios": {"epoll_5000_over_0": ratio(backends.get("epoll", []), 5000),
-                   "epoll_900_over_0": ratio(backends.get("epoll", []), 900),
-                   "select_900_over_0": ratio(backends.get("select", []), 900),
-                   "poll_5000_over_0": ratio(backends.get("poll", []), 5000)},
-        "server_cpu_per_req_ratios": {
-            "epoll_5000_over_0": cpu_ratio(backends.get("epoll", []), 5000),
-            "select_900_over_0": cpu_ratio(backends.get("select", []), 900),
-            "poll_5000_over_0": cpu_ratio(backends.get("poll", []), 5000)},
-        "selftest": st,
-        "client_headroom": round(st["req_s"] / e0["req_s"], 3) if st and e0 else None,
-        "rlimit_nofile": rl, "plot": NAME + ".svg" if svg_tmp else None,
-        "writeup": {"req_s": {b: {str(k): v for k, v in d.items()} for b, d in WRITEUP.items()},
-                    "select_failed_with_conns": WRITEUP_SELECT_FAILED_CONNS},
-    }
     try:
+        lines.append(plot_line)
+        e0 = next((r for r in backends.get("epoll", []) if r["k"] == 0 and r["status"] == "ok"), None)
+        obj = {
+            "experiment": NAME, "kernel": kern, "collected_at": t.collected_at(raw),
+            "load_average": None, "counters": None, "result": None, "errno": None,
+            "elapsed_s": run_s, "plan": p, "ncpu": ncpu,
+            "backends": dict(backends, select_refused_at_k=ref["k"] if ref else None),
+            "select_refused_at_k": ref["k"] if ref else None,
+            "select_refusal": ref,
+            "ratios": {"epoll_5000_over_0": ratio(backends.get("epoll", []), 5000),
+                       "epoll_900_over_0": ratio(backends.get("epoll", []), 900),
+                       "select_900_over_0": ratio(backends.get("select", []), 900),
+                       "poll_5000_over_0": ratio(backends.get("poll", []), 5000)},
+            "server_cpu_per_req_ratios": {
+                "epoll_5000_over_0": cpu_ratio(backends.get("epoll", []), 5000),
+                "select_900_over_0": cpu_ratio(backends.get("select", []), 900),
+                "poll_5000_over_0": cpu_ratio(backends.get("poll", []), 5000)},
+            "selftest": st,
+            "client_headroom": round(st["req_s"] / e0["req_s"], 3) if st and e0 else None,
+            "rlimit_nofile": rl, "plot": NAME + ".svg" if svg_tmp else None,
+            "writeup": {"req_s": {b: {str(k): v for k, v in d.items()} for b, d in WRITEUP.items()},
+                        "select_failed_with_conns": WRITEUP_SELECT_FAILED_CONNS},
+        }
         t.write_outputs(outdir, NAME, lines, obj)
         if svg_tmp:
             os.replace(svg_tmp, os.path.join(outdir, NAME + ".svg"))

@@ -98,6 +98,9 @@ def read_text(path, optional=False):
     data = b"".join(chunks)
     if b"\0" in data:
         raise RawError(f"{path}: binary data (a NUL byte), not a program's text output")
+    if data and not data.endswith(b"\n"):
+        # every tcplab program ends each line: a file without it was cut mid-line
+        raise RawError(f"{path}: the last line is cut off (no newline at the end)")
     return data.decode("utf-8", errors="replace")
 
 
@@ -189,10 +192,12 @@ def read_line_values(path, optional=False):
     return out
 
 
-def read_counters_delta(path):
+def read_counters_delta(path, need=()):
     """A `counters -d` output → {name: int delta, or None when the counter is absent}.
     A counter on one side only (`Name only-now V`) reads as {"only": "now", "value": V}.
-    A line of another form is refused: a truncated or foreign file is not a delta."""
+    A line of another form is refused: a truncated or foreign file is not a delta; so is an
+    empty one (`counters -d -k` always prints the counters it was asked to keep), and one
+    without a counter in `need` (the counters the report prints)."""
     out = {}
     for i, line in enumerate(read_lines(path), 1):
         parts = line.split()
@@ -212,6 +217,11 @@ def read_counters_delta(path):
             out[parts[0]] = {"only": parts[1][5:], "value": v}
         elif parts:
             raise RawError(f"{where}: not `Name delta`")
+    if not out:
+        raise RawError(f"{path}: no counter lines")
+    for name in need:
+        if name not in out:
+            raise RawError(f"{path}: no {name} line")
     return out
 
 
@@ -277,12 +287,13 @@ def fmt_load(load, which=3):
     return "?" if load is None else " ".join(f"{x:.2f}" for x in load[:which])
 
 
-def listener_ready(path, mode=None):
+def listener_ready(path, mode=None, addr=True):
     """The `ready port= addr= backlog= mode=` line a listening fixture printed → Fields (port
     checked to be a port, mode to be the one the report describes)."""
     d = one_line(path, "ready ")
     d.int("port", 1, 65535)
-    d.str("addr")
+    if addr:
+        d.str("addr")
     if mode is not None and d.str("mode") != mode:
         raise RawError(f"{path}: mode={d['mode'][:20]}, not the {mode} listener this report describes")
     return d
