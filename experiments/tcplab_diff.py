@@ -442,20 +442,21 @@ def read_regular(path, follow, cap=MAX_BYTES):
     """The bytes of a regular file of at most cap bytes.  Never blocks (O_NONBLOCK: a FIFO opens
     at once and fstat() refuses it), never follows a symlink unless follow (O_NOFOLLOW), never
     reads more than cap + 1 bytes (a /dev/zero is refused before its first byte)."""
+    name = show(path, 4096)
     try:
         st = os.stat(path) if follow else os.lstat(path)
         if not stat.S_ISREG(st.st_mode):
-            raise Trouble(f"{show(path, 4096)}: {file_kind(st.st_mode)}, not a regular file")
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC |
+            raise Trouble(f"{name}: {file_kind(st.st_mode)}, not a regular file")
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY |
                      (0 if follow else os.O_NOFOLLOW))
     except OSError as e:
-        raise Trouble(f"{show(path, 4096)}: {e.strerror}") from e
+        raise Trouble(f"{name}: {e.strerror}") from e
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            raise Trouble(f"{show(path, 4096)}: {file_kind(st.st_mode)}, not a regular file")
+            raise Trouble(f"{name}: {file_kind(st.st_mode)}, not a regular file")
         if st.st_size > cap:
-            raise Trouble(f"{show(path, 4096)}: {st.st_size} bytes, more than the {cap} a report can be")
+            raise Trouble(f"{name}: {st.st_size} bytes, more than the {cap} a report can be")
         chunks, total = [], 0
         while total <= cap:
             chunk = os.read(fd, cap + 1 - total)
@@ -464,10 +465,10 @@ def read_regular(path, follow, cap=MAX_BYTES):
             chunks.append(chunk)
             total += len(chunk)
         if total > cap:
-            raise Trouble(f"{show(path, 4096)}: more than the {cap} bytes a report can be")
+            raise Trouble(f"{name}: more than the {cap} bytes a report can be")
         return b"".join(chunks)
     except OSError as e:
-        raise Trouble(f"{show(path, 4096)}: {e.strerror}") from e
+        raise Trouble(f"{name}: {e.strerror}") from e
     finally:
         os.close(fd)
 
@@ -486,7 +487,8 @@ def parse(path, data):
         obj = json.loads(text, object_pairs_hook=_pairs, parse_float=_float,
                          parse_int=_int, parse_constant=_constant)
     except json.JSONDecodeError as e:
-        raise Trouble(f"{show(path, 4096)}: not JSON: {e.msg} (line {e.lineno} column {e.colno})") from e
+        raise Trouble(f"{show(path, 4096)}: not JSON: {e.msg} "
+                      f"(line {e.lineno} column {e.colno})") from e
     except (ValueError, RecursionError) as e:
         raise Trouble(f"{show(path, 4096)}: {show(e, 160)}") from e
     return obj
@@ -775,8 +777,8 @@ RUN.optional["parts"] = Map(r"[a-z0-9_-]{1,32}", RUN, "a part")
 # Every .json has these keys (docs/output-format.md, "The JSON files").
 COMMON = RUN.extend(required={
     "experiment": EXPERIMENT, "kernel": KERNEL,
-    "schema": Num(SCHEMA_VERSION, SCHEMA_VERSION, integer=True,
-                  want=f"{SCHEMA_VERSION} (older outputs: make them again with the current reports)"),
+    "schema": Num(SCHEMA_VERSION, SCHEMA_VERSION, integer=True, want=f"{SCHEMA_VERSION} "
+                  "(older outputs: make them again with the current reports)"),
     "collected_at": nullable(Str(64)), "load_average": LOAD_AVERAGE,
     "counters": nullable(COUNTERS), "result": RESULT, "errno": ERRNO,
     "elapsed_s": nullable(SECONDS)})

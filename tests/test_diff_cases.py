@@ -52,7 +52,7 @@ def connect_part(errors=None, errno=None):
             "n": 2000, "ok": 2000 - sum((errors or {}).values()), "errors": errors or {},
             "us": {"min": 6.7, "p10": 6.9, "median": 7.3, "p90": 11.2, "p99": 23.8, "max": 68.4},
             "max_index": 182, "over_1ms": 0, "load_average": [1.31, 1.6, 1.63],
-            "port": 21011 if errno is None else None, "addr": "127.0.0.1" if errno is None else None,
+            "port": None if errno else 21011, "addr": None if errno else "127.0.0.1",
             "counters": {"TcpActiveOpens": 2000, "TcpOutRsts": 0 if errno is None else 2000}}
 
 
