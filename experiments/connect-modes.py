@@ -10,7 +10,8 @@ NAME = "connect-modes"
 MODES = (
     ("so-error", "connect, poll(POLLOUT), getsockopt(SO_ERROR)", "select + getsockopt(SO_ERROR)"),
     ("poll-only", "connect, poll(POLLOUT)", "select only"),
-    ("wait-so-error", "connect, poll, 50 us busy wait, SO_ERROR", "select + 50us wait + SO_ERROR"),
+    ("wait-so-error", "connect, poll, {busy_wait_us} us busy wait, SO_ERROR",
+     "select + 50us wait + SO_ERROR"),
     ("so-type", "connect, poll, getsockopt(SO_TYPE)", "select + getsockopt(SO_TYPE)"),
     ("blocking", "blocking connect()", None),
 )
@@ -119,13 +120,14 @@ def fmt(v, width=9):
     return f"{'-':>{width}}" if v is None else f"{v:>{width}.1f}"
 
 
-def summary_lines(modes):
+def summary_lines(modes, start):
     lines = [f"  {'mode':<14} {'sequence':<46} {'n':>4} {'ok':>4} {'median_us':>9} {'p95_us':>9}"
              f" {'max_us':>9} {'>5ms':>4}  bimodal"]
     for mode, what, _ in MODES:
         m = modes.get(mode)
         if m is None:
             continue
+        what = what.format(**start)
         lines.append(f"  {mode:<14} {what:<46} {m['n']:>4} {m['ok']:>4} {fmt(m.get('median_us'))}"
                      f" {fmt(m.get('p95_us'))} {fmt(m.get('max_us'))} {m.get('over_5ms', 0):>4}"
                      f"  {m.get('bimodal', '-')} ({m.get('reason', '').replace('_', ' ')})")
@@ -209,7 +211,8 @@ def build(rawroot, outdir):
     info, _ = t.read_machine(os.path.join(raw, "machine.txt"), need=("kernel", "nproc"))
     start = t.one_line(os.path.join(raw, "modes.txt"), "start ")
     start = {"addr": start.str("addr"), "port": start.int("port", 1, 65535),
-             "n": start.int("n"), "warmup": start.int("warmup")}
+             "n": start.int("n"), "warmup": start.int("warmup"),
+             "busy_wait_us": start.int("busy_wait_us")}
     load = t.load_average(os.path.join(raw, "loadavg.txt"))
     st = read_strace(raw)
     v = verdict(modes)
@@ -221,7 +224,7 @@ def build(rawroot, outdir):
              " socket() and close() are outside the timing",
              f"load average when collected: {t.fmt_load(load, 1)} (other work on the machine widens the tails)",
              "", "Verdict:"] + ["  " + x for x in verdict_lines(v, modes, slow_steps)]
-    lines += ["", "Whole sequence (us):"] + summary_lines(modes)
+    lines += ["", "Whole sequence (us):"] + summary_lines(modes, start)
     lines += ["", "Each step on its own (us, median/p95/max):"] + step_lines(modes)
     lines += ["", "Whole sequence, count per bucket (us):"] + histogram_lines(hist)
     lines += ["", "connect() on a non-blocking socket returned EINPROGRESS in "

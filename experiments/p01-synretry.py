@@ -7,7 +7,9 @@ import sys
 import tcplab as t  # noqa: E402
 
 NAME = "p01-synretry"
-UNITS = (("p01-synretry", "TCP_SYNCNT 2"), ("p01-synretry-default", "system default TCP_SYNCNT"))
+# titles: the first unit sets TCP_SYNCNT (p01-synretry.sh's TL_SYNCNT), the value read back
+UNITS = (("p01-synretry", "TCP_SYNCNT {syncnt}"),
+         ("p01-synretry-default", "system default TCP_SYNCNT"))
 SYSCTLS = ("tcp_syn_retries", "tcp_syn_linear_timeouts")
 # the counters p01-synretry.sh keeps (counters -k): the page reads them from the block
 COUNTERS = ("TcpExtListenOverflows", "TcpExtListenDrops", "TcpExtTCPSynRetrans",
@@ -107,7 +109,8 @@ def build(rawroot, outdir):
     for unit, title in UNITS:
         d = os.path.join(rawroot, unit)
         if t.exists(d):
-            runs[unit] = (title, one_run(t.unit_dir(rawroot, unit)))
+            r = one_run(t.unit_dir(rawroot, unit))
+            runs[unit] = (title.format(syncnt=r["syncnt"]), r)
     if not runs:
         raise t.RawError(f"{rawroot}: no raw directory for {NAME}")
     first = t.unit_dir(rawroot, next(iter(runs)))
@@ -119,7 +122,7 @@ def build(rawroot, outdir):
         if unit in runs:
             lines += text_run(runs[unit][0], runs[unit][1]) + [""]
         else:
-            lines += [f"== {title}: not run (./run.sh {unit}; --quick skips it)", ""]
+            lines += [f"== {title.format(syncnt='set')}: not run (./run.sh {unit}; --quick skips it)", ""]
     obj = {"experiment": NAME, "kernel": kernel}
     obj.update({k: v for k, v in main.items() if k != "events"})
     obj["events"] = main["events"]

@@ -41,6 +41,7 @@ def plan(raw):
         "rounds": p.int("rounds", 1, MAX_STEPS),
         "quick": p.get("quick") == "1",
         "pin": p.get("pin", "none"),
+        "pin_cpus": None if p.get("pin", "none") == "none" else pin_cpus(p["pin"], path),
         "tcp_ehash_entries": p.get("tcp_ehash_entries") or None,
     }
 
@@ -282,8 +283,20 @@ def first_rlimit(raw, p):
     return None
 
 
+def pin_cpus(pin, path="plan.txt"):
+    """plan.txt's pin=server:1,client:0 → {"server": 1, "client": 0}."""
+    out = {}
+    for part in pin.split(","):
+        who, sep, cpu = part.partition(":")
+        if not sep or who not in ("server", "client"):
+            raise t.RawError(f"{path}: pin={pin[:40]} is not none or server:N,client:N")
+        out[who] = t.num(cpu, f"{path}: pin", 0, 4095)
+    return out
+
+
 def header_lines(p, kern, ncpu):
-    pin = {"none": "not pinned"}.get(p["pin"], "server on CPU 1, client on CPU 0")
+    pin = "not pinned" if p["pin"] == "none" else ", ".join(
+        f"{who} on CPU {cpu}" for who, cpu in pin_cpus(p["pin"]).items())
     return [
         f"{NAME}: RFC 862 echo server over select, poll and epoll (all level-triggered) "
         "while K idle connections stay open",
