@@ -87,3 +87,14 @@ def test_odd_directory_names_stay_on_one_line(tmp_path):
                        env={**os.environ, "LC_ALL": "C.UTF-8"})
     assert (r.returncode, r.stderr) == (1, b"")
     assert r.stdout.splitlines() == [b"p01-machine", b"  HZ: 250 in n\\udcff\\nx, 1000 in m"]
+
+
+def test_committed_references_are_good_reports():
+    """The reports' own outputs fit the schema: each committed reference against itself is the
+    same, and against the others differs (exit 1), never trouble."""
+    outs = sorted(os.path.join(TOP, "outputs", d) for d in os.listdir(os.path.join(TOP, "outputs")))
+    assert len(outs) >= 2
+    for a in outs:
+        for b in outs:
+            r = run(a, b)
+            assert (r.returncode, r.stderr) == ((0 if a == b else 1), ""), (a, b, r.stderr)
