@@ -76,10 +76,10 @@ def read_client(path):
     return res
 
 
-def read_queue(path):
+def read_queue(path, end_ns):
     """sockwatch -a samples of the LISTEN socket → [(t_ns, rq, wq)]."""
     return [(d.int("t_ns"), d.int("rq"), d.int("wq"))
-            for d in t.read_sockwatch(path) if d.get("state") == "LISTEN"]
+            for d in t.read_sockwatch(path, end_ns) if d.get("state") == "LISTEN"]
 
 
 def interval(path):
@@ -144,7 +144,7 @@ def read_phase(raw, name):
     qpath = os.path.join(raw, f"{name}-queue.txt")
     ph = {"client": client, "server": server,
           "counters": t.read_counters_delta(os.path.join(raw, f"{name}-counters-delta.txt")),
-          "queue": queue_summary(read_queue(qpath), start, end),
+          "queue": queue_summary(read_queue(qpath, end), start, end),
           "queue_interval": interval(qpath)}
     syn = os.path.join(raw, f"{name}-synsent.txt")
     ph["syn_sent"] = read_synsent(syn, start) if t.exists(syn) else None

@@ -16,10 +16,10 @@ COUNTERS = ("TcpExtListenOverflows", "TcpExtListenDrops", "TcpExtTCPSynRetrans",
             "TcpAttemptFails", "TcpActiveOpens")
 
 
-def observed(rawdir, start_ns):
+def observed(rawdir, start_ns, end_ns):
     """sockwatch events of the SYN-SENT socket, times relative to the client's connect()."""
     path = os.path.join(rawdir, "sockwatch.txt")
-    events = [t.sockwatch_event(ev, start_ns) for ev in t.read_sockwatch(path)]
+    events = [t.sockwatch_event(ev, start_ns) for ev in t.read_sockwatch(path, end_ns)]
     if not events or events[0]["event"] != "new":
         raise t.RawError(f"{path}: no `event=new` line for the SYN-SENT socket")
     return events
@@ -35,7 +35,7 @@ def one_run(rawdir):
     result = client.str("result")
     errno = client.str("errno") if result == "error" else None
     elapsed = client.float("elapsed_s", 0, 86400)
-    events = observed(rawdir, start_ns)
+    events = observed(rawdir, start_ns, client.int("end_ns", start_ns))
     linear = t.sysctl_int(sysctls, "net.ipv4.tcp_syn_linear_timeouts",
                           os.path.join(rawdir, "machine.txt"), 0, t.MAX_TCP_SYNCNT)
     exp_times, exp_end = t.expected_syn_schedule(syncnt, linear)

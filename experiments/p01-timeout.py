@@ -15,13 +15,14 @@ def read_client(rawdir, prefix):
     path = os.path.join(rawdir, f"{prefix}-client.txt")
     c = t.read_kv(path)
     start = c.int("start_ns")
+    closed = c.int("closed_ns", start)
     events = [t.sockwatch_event(e, start)
-              for e in t.read_sockwatch(os.path.join(rawdir, f"{prefix}-sockwatch.txt"))]
+              for e in t.read_sockwatch(os.path.join(rawdir, f"{prefix}-sockwatch.txt"), closed)]
     result = c.str("result")
     # errno names an error the kernel returned; a timeout is the program's own (poll() gave 0)
     return {"result": result, "errno": c.str("errno") if result == "error" else None,
             "elapsed_s": c.float("elapsed_s", 0, 86400),
-            "closed_s": round((c.int("closed_ns") - start) / 1e9, 6),
+            "closed_s": round((closed - start) / 1e9, 6),
             "events": events, "retransmits": t.retransmits(events)}
 
 

@@ -302,13 +302,24 @@ def listener_ready(path, mode=None, addr=True):
 MAX_EVENTS = 1_000_000
 
 
-def read_sockwatch(path):
+def read_sockwatch(path, until_ns=None):
     """A sockwatch run's lines (`t_s=` …) as Fields.  The last line must be sockwatch's `end`
-    line: without it sockwatch was killed or its output cut, and the events are not all there."""
+    line: without it sockwatch was killed or its output cut, and the events are not all there.
+    With until_ns (when the client was done), sockwatch must have watched until then: one that
+    ended earlier (stopped by a signal, say) missed the rest of the events."""
     lines = read_lines(path)
     if not lines or not lines[-1].startswith("end "):
         raise RawError(f"{path}: no `end` line: sockwatch did not finish, events may be missing")
+    end_ns = Fields(path, kv(lines[-1])).int("t_ns")
     events = [Fields(path, kv(line)) for line in lines if line.startswith("t_s=")]
+    if until_ns is not None and end_ns < until_ns:
+        # sockwatch -e ends by itself once every socket it saw is gone: complete all the same
+        live = set()
+        for e in events:
+            (live.discard if e.get("event") == "gone" else live.add)((e.get("local"), e.get("peer")))
+        if live or not events:
+            raise RawError(f"{path}: sockwatch ended {(until_ns - end_ns) / 1e9:.3f} s before "
+                           "the client did, with a socket not gone: events are missing")
     if len(events) > MAX_EVENTS:
         raise RawError(f"{path}: more than {MAX_EVENTS} events")
     return events

@@ -191,7 +191,20 @@ ISSUE14 = [
      "syncnt: 100000000 is outside"),
     ("p01-machine", "machine.txt", lambda s: "", "no kernel="),
     ("p01-synretry", "sockwatch.txt", lambda s: s[:s.index("end ")], "no `end` line"),
+    # sockwatch stopped by SIGTERM 2.5 s into the run: it ends cleanly, but early
+    ("p01-synretry", "sockwatch.txt", lambda s: stopped_early(s, 2.5), "before the client did"),
+    ("p01-timeout", "keep-sockwatch.txt", lambda s: stopped_early(s, 2.5),
+     "before the client did"),
 ]
+
+
+def stopped_early(text, after_s):
+    """A sockwatch output as if sockwatch had been stopped after_s into its run."""
+    lines = text.splitlines()
+    t0 = int(t.kv(lines[0])["t_ns"])
+    cut = t0 + int(after_s * 1e9)
+    kept = [ln for ln in lines[1:] if ln.startswith("t_s=") and int(t.kv(ln)["t_ns"]) < cut]
+    return "\n".join([lines[0]] + kept + [f"end t_ns={cut} samples={len(kept)}"]) + "\n"
 
 
 @pytest.mark.parametrize("name,file,change,message", ISSUE14)
