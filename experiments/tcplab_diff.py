@@ -6,14 +6,18 @@ usage: tcplab_diff.py A B
 A and B are outputs/<kernel release>/ directories (or two .json files of one experiment).  Their
 .json files are compared by meaning, not by text: one line per difference, grouped by
 experiment, nothing at all when the two sides agree.  Exit status as diff(1): 0 the same,
-1 they differ, 2 trouble (bad usage, unreadable directory or JSON).
+1 they differ, 2 trouble: bad usage, a missing or unreadable side, or any .json of either side
+that is not a regular file of strict JSON in the documented format (SCHEMAS below, from
+docs/output-format.md); then one line on stderr names the file and the field, and nothing is
+printed on stdout.
 
 What counts as a difference (docs/kernel-diff.md explains why):
   - an experiment present on one side only;
   - a sysctl absent (null) on one side, or with another value;
   - the number of SYN retransmissions, and their times, step by step, beyond a tolerance of
     max(10 %, 50 ms); the same for the schedule expected from the sysctls;
-  - the errno, and the total time (same tolerance);
+  - how the call ended (result: ok, error, timeout), else the errno, and the total time (same
+    tolerance);
   - counter deltas: a counter on one side only, or values more than 10 % apart and, in an
     experiment of N connects, more than N/4 apart (races move a counter by a few per cent of
     N between two runs of one kernel; a change of behaviour moves it by about one per connect);
@@ -31,8 +35,12 @@ are never compared.
 
 Standard library only: run it with /usr/bin/python3.
 """
+import itertools
 import json
+import math
 import os
+import re
+import stat
 import sys
 
 TIME_REL = 0.10          # times: relative tolerance ...
@@ -163,10 +171,20 @@ def diff_counters(ca, cb, s, what="counter", floor=0):
     return out
 
 
-def diff_errno(a, b, s):
+def fmt_outcome(run):
+    """result, with the errno when there is one: "error (ETIMEDOUT)", "timeout", "ok"."""
+    result, errno = run.get("result"), run.get("errno")
+    return f"{result or 'none'}{f' ({errno})' if errno else ''}"
+
+
+def diff_outcome(a, b, s):
+    """How the call ended (result: ok, error, timeout, ...), else the errno of an error: one
+    line either way.  errno null is no errno: success, or a timeout of the program's own."""
+    if "result" in a and "result" in b and a["result"] != b["result"]:
+        return [f"result: {s.pair(fmt_outcome(a), fmt_outcome(b))}"]
     if "errno" not in a or "errno" not in b or a["errno"] == b["errno"]:
         return []
-    return [f"errno: {s.pair(a['errno'] or 'none (success)', b['errno'] or 'none (success)')}"]
+    return [f"errno: {s.pair(a['errno'] or 'none', b['errno'] or 'none')}"]
 
 
 def diff_time(a, b, key, words, s):
@@ -277,7 +295,7 @@ def diff_run(a, b, s):
     out += diff_exact(a, b, "hz", "HZ", s)
     out += diff_exact(a, b, "syncnt", "TCP_SYNCNT", s)
     out += diff_syn_schedule(a, b, s)
-    out += diff_errno(a, b, s)
+    out += diff_outcome(a, b, s)
     out += diff_time(a, b, "elapsed_s", "total time", s)
     out += diff_connect_time(a, b, s)
     if not (isinstance(a.get("parts"), dict) and isinstance(b.get("parts"), dict)):
@@ -317,35 +335,538 @@ def diff_experiment(a, b, s):
     return out
 
 
-# ---- reading and driving -----------------------------------------------------------------------
+# ---- reading: only regular files, bounded, strict JSON ---------------------------------------
+# A side is read the way diff(1) treats trouble: anything that is not a well-formed report of the
+# documented format (docs/output-format.md) stops the tool with exit 2 and one line naming the
+# file and the field, before a single difference is printed.
 
-def load(path):
-    try:
-        with open(path, encoding="utf-8") as f:
-            obj = json.load(f)
-    except (OSError, ValueError) as e:
-        raise Trouble(f"{path}: {e}") from e
-    if not isinstance(obj, dict):
-        raise Trouble(f"{path}: not a JSON object")
+MAX_BYTES = 1 << 20      # a report is at most a few tens of kB (accept-path, the largest: 24 kB)
+MAX_PARSE_DEPTH = 200    # checked before json parses (its C scanner recurses: RecursionError)
+MAX_DEPTH = 32           # what the schema walk allows anywhere (the reports nest 6 deep)
+MAX_STR = 64 << 10       # any one string (the longest, a strace line, is under 200 characters)
+MAX_INT_DIGITS = 20      # beyond 64 bits no counter or time can be
+INT_LIMIT = 2 ** 64
+
+
+def show(text, limit=80):
+    """A path, key or value for an error line: one line, printable, not too long."""
+    text = str(text)
+    out = "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text[:limit])
+    return out + ("..." if len(text) > limit else "")
+
+
+class BadNumber:
+    """A number strict JSON or a 64-bit reader cannot hold, kept until the schema walk names its
+    field: NaN, Infinity, 1e400, a 30-digit integer."""
+
+    def __init__(self, text, why):
+        self.text, self.why = text, why
+
+
+class JObj(dict):
+    """A JSON object that remembers its first duplicated key (json keeps the last silently)."""
+    dup = None
+
+
+def _pairs(pairs):
+    obj = JObj()
+    for k, v in pairs:
+        if k in obj and obj.dup is None:
+            obj.dup = k
+        obj[k] = v
     return obj
 
 
+def _float(text):
+    x = float(text)
+    if math.isfinite(x):
+        return x
+    return BadNumber(text, f"{show(text, 24)} is out of range (a double holds up to 1.8e308)")
+
+
+def _int(text):
+    if len(text.lstrip("-")) > MAX_INT_DIGITS or abs(int(text)) >= INT_LIMIT:
+        return BadNumber(text, f"{show(text, 24)} is out of range (more than 64 bits)")
+    return int(text)
+
+
+def _constant(text):
+    return BadNumber(text, f"{text} is not a number (strict JSON has no NaN or Infinity)")
+
+
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.S)
+_BRACKET = re.compile(r"[\[\]{}]")
+_KEY = re.compile(r'"((?:[^"\\]|\\.)*)"\s*:')
+
+
+_DEPTH_STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
+
+
+def check_parse_depth(text):
+    """Raise ValueError naming the nearest key when brackets nest deeper than MAX_PARSE_DEPTH
+    (json's C scanner would recurse until RecursionError, or worse).  Brackets inside strings
+    do not count; the scan runs in C (re, itertools) but for the error's position."""
+    brackets = _BRACKET.findall(_STRING.sub('""', text))
+    if len(brackets) <= MAX_PARSE_DEPTH or \
+            max(itertools.accumulate(map(_DEPTH_STEP.__getitem__, brackets))) <= MAX_PARSE_DEPTH:
+        return
+    depth, pos = 0, 0
+    while True:     # the slow way, once: where it got too deep, with strings skipped
+        m = _STRING.search(text, pos)
+        end = m.start() if m else len(text)
+        for b in _BRACKET.finditer(text, pos, end):
+            depth += _DEPTH_STEP[b.group()]
+            if depth > MAX_PARSE_DEPTH:
+                keys = _KEY.findall(text, 0, b.start())
+                near = f"{show(keys[-1], 40)}: " if keys else ""
+                raise ValueError(f"{near}nested deeper than {MAX_PARSE_DEPTH} levels "
+                                 f"(byte {b.start()})")
+        if m is None:
+            raise ValueError(f"nested deeper than {MAX_PARSE_DEPTH} levels")
+        pos = m.end()
+
+
+FILE_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"),
+              (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+              (stat.S_ISSOCK, "a socket"), (stat.S_ISLNK, "a symbolic link"))
+
+
+def file_kind(mode):
+    for test, name in FILE_KINDS:
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def read_regular(path, follow, cap=MAX_BYTES):
+    """The bytes of a regular file of at most cap bytes.  Never blocks (O_NONBLOCK: a FIFO opens
+    at once and fstat() refuses it), never follows a symlink unless follow (O_NOFOLLOW), never
+    reads more than cap + 1 bytes (a /dev/zero is refused before its first byte)."""
+    name = show(path, 4096)
+    try:
+        st = os.stat(path) if follow else os.lstat(path)
+        if not stat.S_ISREG(st.st_mode):
+            raise Trouble(f"{name}: {file_kind(st.st_mode)}, not a regular file")
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY |
+                     (0 if follow else os.O_NOFOLLOW))
+    except OSError as e:
+        raise Trouble(f"{name}: {e.strerror}") from e
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise Trouble(f"{name}: {file_kind(st.st_mode)}, not a regular file")
+        if st.st_size > cap:
+            raise Trouble(f"{name}: {st.st_size} bytes, more than the {cap} a report can be")
+        chunks, total = [], 0
+        while total <= cap:
+            chunk = os.read(fd, cap + 1 - total)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+        if total > cap:
+            raise Trouble(f"{name}: more than the {cap} bytes a report can be")
+        return b"".join(chunks)
+    except OSError as e:
+        raise Trouble(f"{name}: {e.strerror}") from e
+    finally:
+        os.close(fd)
+
+
+def parse(path, data):
+    """Strict JSON: UTF-8, no NaN/Infinity (kept as BadNumber for the schema to name), bounded
+    depth; an object at the top."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise Trouble(f"{show(path, 4096)}: not UTF-8 text (byte {e.start})") from e
+    if not text.strip():
+        raise Trouble(f"{show(path, 4096)}: empty, not a report")
+    try:
+        check_parse_depth(text)
+        obj = json.loads(text, object_pairs_hook=_pairs, parse_float=_float,
+                         parse_int=_int, parse_constant=_constant)
+    except json.JSONDecodeError as e:
+        raise Trouble(f"{show(path, 4096)}: not JSON: {e.msg} "
+                      f"(line {e.lineno} column {e.colno})") from e
+    except (ValueError, RecursionError) as e:
+        raise Trouble(f"{show(path, 4096)}: {show(e, 160)}") from e
+    return obj
+
+
+# ---- the documented format, as a schema (mirrors docs/output-format.md) ----------------------
+
+class Bad(Exception):
+    """A value that does not fit the format: where (a list of keys and indexes) and what."""
+
+    def __init__(self, path, what):
+        super().__init__(what)
+        self.path, self.what = path, what
+
+
+def where(path):
+    out = ""
+    for p in path:
+        out += f"[{p}]" if isinstance(p, int) else (("." if out else "") + show(p, 40))
+    return out or "(top level)"
+
+
+def kind(v):
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return "an integer"
+    if isinstance(v, float):
+        return "a number"
+    if isinstance(v, str):
+        return "a string" if len(v) <= 40 else f"a string of {len(v)} characters"
+    if isinstance(v, list):
+        return "a list"
+    return "an object"
+
+
+_TEXT_BAD = re.compile(r"[\x00-\x1f\x7f\ud800-\udfff]")
+
+
+def walk(spec, v, path, depth=0):
+    """Check v against spec; what every value must satisfy is checked here, once."""
+    if depth > MAX_DEPTH:
+        raise Bad(path, f"nested deeper than {MAX_DEPTH} levels")
+    if isinstance(v, BadNumber):
+        raise Bad(path, v.why)
+    if isinstance(v, JObj) and v.dup is not None:
+        raise Bad(path + [v.dup], "appears twice in one object")
+    spec.check(v, path, depth)
+
+
+class Any:
+    """Any JSON value (a key the diff never reads), within the limits that hold everywhere."""
+    want = "any value"
+
+    def check(self, v, path, depth):
+        if isinstance(v, str):
+            if len(v) > MAX_STR:
+                raise Bad(path, f"a string of {len(v)} characters, more than {MAX_STR}")
+            if re.search(r"[\ud800-\udfff]", v):
+                raise Bad(path, "a string with an unpaired UTF-16 surrogate")
+        elif isinstance(v, list):
+            for i, x in enumerate(v):
+                walk(self, x, path + [i], depth + 1)
+        elif isinstance(v, dict):
+            for k, x in v.items():
+                if _TEXT_BAD.search(k) or len(k) > 256:
+                    raise Bad(path + [k], "a key with control characters, or too long")
+                walk(self, x, path + [k], depth + 1)
+
+
+ANY = Any()
+
+
+class Str:
+    def __init__(self, maxlen=4096, pattern=None, choices=None, want=None):
+        self.maxlen, self.choices = maxlen, choices
+        self.pattern = re.compile(pattern) if pattern else None
+        self.want = want or ("one of " + ", ".join(choices) if choices else "a string")
+
+    def check(self, v, path, depth):
+        if not isinstance(v, str):
+            raise Bad(path, f"{kind(v)}, want {self.want}")
+        if len(v) > self.maxlen:
+            raise Bad(path, f"a string of {len(v)} characters, want at most {self.maxlen}")
+        if _TEXT_BAD.search(v) or (self.pattern and not self.pattern.fullmatch(v)) or \
+                (self.choices and v not in self.choices):
+            raise Bad(path, f"{show(json.dumps(v), 40)}, want {self.want}")
+
+
+class Num:
+    def __init__(self, lo, hi, integer=False, want=None):
+        self.lo, self.hi, self.integer = lo, hi, integer
+        self.want = want or f"{'an integer' if integer else 'a number'} from {lo:g} to {hi:g}"
+
+    def check(self, v, path, depth):
+        ok = isinstance(v, int) if self.integer else isinstance(v, (int, float))
+        if not ok or isinstance(v, bool):
+            raise Bad(path, f"{kind(v)}, want {self.want}")
+        if not (self.lo <= v <= self.hi) or not math.isfinite(v):
+            raise Bad(path, f"{v:g} is out of range, want {self.want}")
+
+
+class Null:
+    want = "null"
+
+    def check(self, v, path, depth):
+        if v is not None:
+            raise Bad(path, f"{kind(v)}, want null")
+
+
+class OneOf:
+    """The first spec whose type fits decides (so its message is the one shown)."""
+
+    def __init__(self, *specs, want=None):
+        self.specs = specs
+        self.want = want or " or ".join(s.want for s in specs)
+
+    def check(self, v, path, depth):
+        for s in self.specs:
+            if fits(s, v):
+                return s.check(v, path, depth)
+        raise Bad(path, f"{kind(v)}, want {self.want}")
+
+
+def fits(spec, v):
+    """Whether v has the JSON type spec is about (its value may still be wrong)."""
+    if isinstance(spec, Null):
+        return v is None
+    if isinstance(spec, Str):
+        return isinstance(v, str)
+    if isinstance(spec, Num):
+        return isinstance(v, (int, float)) and not isinstance(v, bool) and \
+            (isinstance(v, int) or not spec.integer)
+    if isinstance(spec, List):
+        return isinstance(v, list)
+    if isinstance(spec, (Obj, Map)):
+        return isinstance(v, dict)
+    return True
+
+
+def nullable(spec):
+    return OneOf(spec, Null())
+
+
+class List:
+    def __init__(self, item, maxlen=100000, want=None):
+        self.item, self.maxlen = item, maxlen
+        self.want = want or "a list"
+
+    def check(self, v, path, depth):
+        if not isinstance(v, list):
+            raise Bad(path, f"{kind(v)}, want {self.want}")
+        if len(v) > self.maxlen:
+            raise Bad(path, f"a list of {len(v)}, want at most {self.maxlen}")
+        for i, x in enumerate(v):
+            walk(self.item, x, path + [i], depth + 1)
+
+
+class Map:
+    """name -> value, the names matching a pattern."""
+
+    def __init__(self, key_pattern, value, key_want, want="an object"):
+        self.key = re.compile(key_pattern)
+        self.value, self.key_want, self.want = value, key_want, want
+
+    def check(self, v, path, depth):
+        if not isinstance(v, dict):
+            raise Bad(path, f"{kind(v)}, want {self.want}")
+        for k, x in v.items():
+            if len(k) > 128 or not self.key.fullmatch(k):
+                raise Bad(path + [k], f"not a name of {self.key_want}")
+            walk(self.value, x, path + [k], depth + 1)
+
+
+class Obj:
+    """Documented keys: required ones must be there; keys not documented may be (an experiment
+    that adds a key must not make old outputs fail), each checked by extra."""
+
+    def __init__(self, required=None, optional=None, extra=ANY, want="an object"):
+        self.required, self.optional = dict(required or {}), dict(optional or {})
+        self.extra, self.want = extra, want
+
+    def check(self, v, path, depth):
+        if not isinstance(v, dict):
+            raise Bad(path, f"{kind(v)}, want {self.want}")
+        for k in self.required:
+            if k not in v:
+                raise Bad(path + [k], "missing")
+        for k, x in v.items():
+            spec = self.required.get(k) or self.optional.get(k)
+            if spec is None:
+                if _TEXT_BAD.search(k) or len(k) > 256:
+                    raise Bad(path + [k], "a key with control characters, or too long")
+                spec = self.extra
+            walk(spec, x, path + [k], depth + 1)
+
+    def extend(self, required=None, optional=None, extra=None):
+        return Obj({**self.required, **(required or {})}, {**self.optional, **(optional or {})},
+                   self.extra if extra is None else extra, self.want)
+
+
+class SubRunOrAny:
+    """A key not documented: any value, except that an object with retransmits, errno or
+    elapsed_s is compared as a sub-run (sub_runs()), so it must have a run's types."""
+    want = "any value"
+
+    def check(self, v, path, depth):
+        if isinstance(v, dict) and any(k in v for k in SUB_RUN_KEYS):
+            return RUN.check(v, path, depth)
+        return ANY.check(v, path, depth)
+
+
+class Run(Obj):
+    """A run's object, with the rule the format gives errno: a name only when result is error
+    (a program's own poll() timeout has no errno)."""
+
+    def check(self, v, path, depth):
+        super().check(v, path, depth)
+        result, errno = v.get("result"), v.get("errno")
+        if errno is not None and result is not None and result != "error":
+            raise Bad(path + ["errno"], f"{show(errno, 32)} with result {result}, "
+                      "want null (an errno is given only when result is error)")
+
+    def extend(self, required=None, optional=None, extra=None):
+        o = super().extend(required, optional, extra)
+        r = Run(o.required, o.optional, o.extra, o.want)
+        return r
+
+
+# The building blocks, each a shape of docs/output-format.md ("Shapes").
+SCHEMA_VERSION = 2
+SECONDS = Num(0, 1e6, want="seconds, a number from 0 to 1e6")
+COUNT = Num(0, 2 ** 63, integer=True, want="a count, an integer >= 0")
+MS = Num(-1e9, 1e9, want="milliseconds, a number")
+ERRNO_NAME = r"E[A-Z0-9]{1,30}"
+ERRNO = nullable(Str(32, ERRNO_NAME, want="an errno name (ETIMEDOUT)"))
+RESULT = nullable(Str(choices=("ok", "error", "timeout", "interrupted")))
+TEXT = Str(4096)
+COUNTER_NAME = r"[A-Za-z][A-Za-z0-9_]{0,63}"
+DELTA = Num(-2 ** 63, 2 ** 64, integer=True, want="a delta, an integer")
+COUNTERS = Map(COUNTER_NAME, OneOf(
+    DELTA, Null(), Obj({"only": Str(choices=("now", "before")), "value": DELTA}),
+    want='a delta (an integer), null, or {"only", "value"}'),
+    "a counter (TcpExtTCPSynRetrans)", want="an object (counter name -> delta)")
+SYSCTL_NAME = r"[a-z][a-z0-9_-]*(\.[a-z0-9_-]+)*"
+SYSCTL_NUMBER = Num(-2 ** 63, 2 ** 64, want="a number")
+SYSCTLS = Map(SYSCTL_NAME, OneOf(
+    SYSCTL_NUMBER, List(SYSCTL_NUMBER, 64), Str(256, r"[ -~]*"), Null(),
+    want="a sysctl value (a number, a list of numbers, a string or null)"),
+    "a sysctl (net.ipv4.tcp_syn_retries)", want="an object (sysctl -> value)")
+LOAD_AVERAGE = nullable(List(Num(0, 1e6), 3, want="a list of 3 load averages"))
+TIMER = Str(choices=("off", "on", "keepalive", "timewait", "persist"))
+EVENT = Obj({"t_s": Num(-1e6, 1e6), "event": Str(choices=("new", "change", "gone")),
+             "state": Str(32, r"[A-Z0-9-]+"), "retrans": COUNT, "timer": TIMER,
+             "expires_ms": MS, "backoff": nullable(COUNT), "rto_ms": nullable(MS)})
+EVENTS = List(EVENT, 100000, want="a list of events")
+RETRANSMIT = Obj({"t_s": SECONDS, "retrans": COUNT, "timer": TIMER, "expires_ms": MS})
+RETRANSMITS = List(RETRANSMIT, 10000, want="a list of retransmissions")
+ENDPOINT = Str(64, r"[0-9A-Fa-f.:\[\]*%a-z]+", want="address:port")
+SOCKET = Obj({"state": Str(32, r"[A-Z0-9-]+"), "local": ENDPOINT, "peer": ENDPOINT,
+              "rq": COUNT, "wq": COUNT, "timer": TIMER, "expires_ms": MS, "retrans": COUNT,
+              "inode": COUNT})
+SOCKETS = List(SOCKET, 100000, want="a list of sockets")
+# port and addr are null where nothing listened (p01-connect-time's refused part)
+LISTENER = {"port": nullable(Num(0, 65535, integer=True)), "addr": nullable(Str(64))}
+US = Obj({p: nullable(Num(0, 1e12)) for p in ("min", "p10", "median", "p90", "p99", "max")},
+         want="an object of percentiles in us")
+EXPERIMENT = Str(64, r"[a-z0-9][a-z0-9_-]*", want="an experiment name")
+KERNEL = Str(64, r"[!-~]+", want="a kernel release (uname -r)")
+ERRORS = Map(ERRNO_NAME, COUNT, "an errno (ECONNREFUSED)")
+
+# The keys any run (a report, its default run, a sub-run) may have and the diff reads.
+RUN = Run(optional={
+    "sysctls": SYSCTLS, "hz": nullable(Num(1, 1e6, integer=True)),
+    "syncnt": nullable(Num(0, 255, integer=True)), "retransmits": RETRANSMITS,
+    "expected": List(SECONDS, 10000, want="a list of seconds"),
+    "expected_elapsed_s": nullable(SECONDS), "result": RESULT, "errno": ERRNO,
+    "elapsed_s": nullable(SECONDS), "n": COUNT, "errors": ERRORS, "us": US,
+    "counters": nullable(COUNTERS), "events": EVENTS, "load_average": LOAD_AVERAGE,
+    "collected_at": nullable(Str(64))}, extra=SubRunOrAny())
+RUN.optional["default"] = nullable(RUN)
+RUN.optional["parts"] = Map(r"[a-z0-9_-]{1,32}", RUN, "a part")
+
+# Every .json has these keys (docs/output-format.md, "The JSON files").
+COMMON = RUN.extend(required={
+    "experiment": EXPERIMENT, "kernel": KERNEL,
+    "schema": Num(SCHEMA_VERSION, SCHEMA_VERSION, integer=True, want=f"{SCHEMA_VERSION} "
+                  "(older outputs: make them again with the current reports)"),
+    "collected_at": nullable(Str(64)), "load_average": LOAD_AVERAGE,
+    "counters": nullable(COUNTERS), "result": RESULT, "errno": ERRNO,
+    "elapsed_s": nullable(SECONDS)})
+
+SYNRETRY_RUN = {**LISTENER, "result": RESULT, "errno": ERRNO, "elapsed_s": nullable(SECONDS),
+                "syncnt": RUN.optional["syncnt"], "counters": nullable(COUNTERS),
+                "sysctls": SYSCTLS, "events": EVENTS, "retransmits": RETRANSMITS,
+                "expected": RUN.optional["expected"], "expected_elapsed_s": nullable(SECONDS),
+                "collected_at": nullable(Str(64)), "load_average": LOAD_AVERAGE}
+CONNECT_PART = {"n": COUNT, "ok": COUNT, "errors": ERRORS, "us": US,
+                "max_index": nullable(COUNT), "over_1ms": COUNT, **LISTENER}
+PART = RUN.extend(required={**CONNECT_PART, "counters": nullable(COUNTERS),
+                            "load_average": LOAD_AVERAGE, "result": RESULT, "errno": ERRNO})
+TIMEOUT_CLIENT = RUN.extend(required={
+    "result": RESULT, "errno": ERRNO, "elapsed_s": nullable(SECONDS),
+    "closed_s": nullable(SECONDS), "events": EVENTS, "retransmits": RETRANSMITS,
+    "after_close": SOCKETS})
+STRACE_PART = RUN.extend(required={"result": RESULT, "errno": ERRNO,
+                                   "elapsed_s": nullable(SECONDS), "dest": nullable(ENDPOINT),
+                                   "syscalls": nullable(List(TEXT, 100000))})
+
+SCHEMAS = {
+    "p01-synretry": COMMON.extend(required={
+        **SYNRETRY_RUN, "default": nullable(RUN.extend(required=SYNRETRY_RUN))}),
+    "p01-connect-time": COMMON.extend(required={
+        **CONNECT_PART, "parts": Obj({"accept": PART, "refused": PART})}),
+    "p01-timeout": COMMON.extend(required={
+        **LISTENER, "cc": TIMEOUT_CLIENT,
+        "keep": TIMEOUT_CLIENT.extend(required={"after_timeout": SOCKETS}),
+        "keep_retransmits_after_timeout": COUNT}),
+    "p01-strace": COMMON.extend(required={
+        **LISTENER, "backlog": COUNT, "strace": TEXT,
+        "parts": Obj({k: STRACE_PART for k in ("block", "refused", "cc")}), "sockets": SOCKETS}),
+    "p01-machine": COMMON.extend(required={
+        "version": TEXT, "arch": Str(64), "hz": nullable(Num(1, 1e6, integer=True)),
+        "nproc": Num(1, 1e6, integer=True), "sysctls": SYSCTLS,
+        "vm": nullable(Map(r"[A-Za-z0-9_.-]{1,64}", TEXT, "a vm.txt key"))}),
+    # The labs describe their other keys on their pages (docs/connect-modes.md, poll-scaling.md,
+    # accept-path.md); the diff reads only the run keys above, so those are what is typed, the
+    # rest is bounded.
+    "connect-modes": COMMON.extend(required={**LISTENER, "n": COUNT}),
+    "accept-path": COMMON.extend(required={"sysctls": SYSCTLS}),
+    # its self-test row is a sub-run to the diff (it has errno), and says "none" for no error
+    "poll-scaling": COMMON.extend(optional={"selftest": RUN.extend(optional={
+        "errno": nullable(Str(32, r"none|" + ERRNO_NAME, want="an errno name or none"))})}),
+}
+
+
+def validate(path, obj):
+    """obj against the schema of the experiment it names (an experiment the tool does not know:
+    the keys every report has, and those the diff reads)."""
+    name = obj.get("experiment") if isinstance(obj, dict) else None
+    spec = SCHEMAS.get(name, COMMON) if isinstance(name, str) else COMMON
+    try:
+        if isinstance(obj, dict):   # first the version: an older output fails on this, not later
+            if "schema" not in obj:
+                raise Bad(["schema"], "missing")
+            walk(COMMON.required["schema"], obj["schema"], ["schema"])
+        walk(spec, obj, [])
+    except Bad as e:
+        raise Trouble(f"{show(path, 4096)}: {where(e.path)}: {e.what}") from e
+    return obj
+
+
+def load(path, follow=False):
+    return validate(path, parse(path, read_regular(path, follow)))
+
+
+# ---- driving -----------------------------------------------------------------------------------
+
 def experiments(path):
-    """name -> path of its .json, for a directory (every top-level *.json) or one file."""
-    if os.path.isfile(path):
-        return {os.path.basename(path)[:-5] if path.endswith(".json") else path: path}
+    """name -> (path of its .json, whether to follow a symlink), for a directory (every top-level
+    *.json, whatever it is: read_regular() refuses what is not a regular file) or one file."""
+    if not os.path.lexists(path):
+        raise Trouble(f"{show(path, 4096)}: no such directory")
     if not os.path.isdir(path):
-        raise Trouble(f"{path}: no such directory")
+        # a file named on the command line: the user's choice, symlink or not
+        return {os.path.basename(path)[:-5] if path.endswith(".json") else path: (path, True)}
     try:
         names = os.listdir(path)
     except OSError as e:
-        raise Trouble(f"{path}: {e}") from e
-    return {n[:-5]: os.path.join(path, n) for n in names if n.endswith(".json")}
+        raise Trouble(f"{show(path, 4096)}: {e.strerror}") from e
+    return {n[:-5]: (os.path.join(path, n), False) for n in names if n.endswith(".json")}
 
 
 def vm_accel(path):
     """The accelerator a kernel-matrix run used (raw/<unit>/vm.txt, written by experiments/lib/vm.sh and
-    copied into each unit by run.sh), else None."""
+    copied into each unit by run.sh), else None.  Read like a report: regular files only."""
     raw = os.path.join(path, "raw")
     try:
         units = sorted(os.listdir(raw))
@@ -353,12 +874,12 @@ def vm_accel(path):
         return None
     for unit in units:
         try:
-            with open(os.path.join(raw, unit, "vm.txt"), encoding="utf-8") as f:
-                for line in f:
-                    if line.startswith("accel="):
-                        return line.strip().split("=", 1)[1] or None
-        except OSError:
+            text = read_regular(os.path.join(raw, unit, "vm.txt"), False, 64 << 10)
+        except Trouble:
             continue
+        for line in text.decode("utf-8", "replace").splitlines():
+            if line.startswith("accel="):
+                return show(line.strip().split("=", 1)[1], 16) or None
     return None
 
 
@@ -370,14 +891,18 @@ def labels(path_a, path_b):
     named = bool(a and b and a != b and os.path.isdir(path_a) and os.path.isdir(path_b))
     if not named:
         a, b = "A", "B"
-    return Sides(a, b, named, vm_accel(path_a), vm_accel(path_b))
+    return Sides(show(a, 255), show(b, 255), named, vm_accel(path_a), vm_accel(path_b))
 
 
 def diff_dirs(path_a, path_b):
-    """All lines, grouped: an experiment's name, then its differences indented."""
+    """All lines, grouped: an experiment's name, then its differences indented.  Every file of
+    both sides is read and checked first, those on one side only too, so that bad input is
+    trouble (exit 2) before any line is printed."""
     ea, eb = experiments(path_a), experiments(path_b)
-    if os.path.isfile(path_a) and os.path.isfile(path_b):
+    if not os.path.isdir(path_a) and not os.path.isdir(path_b):
         eb = {name: eb[k] for name, k in zip(ea, eb)}  # two files: one experiment, any names
+    objs_a = {name: load(*ea[name]) for name in sorted(ea)}
+    objs_b = {name: load(*eb[name]) for name in sorted(eb)}
     s = labels(path_a, path_b)
     out = []
     for name in sorted(set(ea) | set(eb)):
@@ -387,7 +912,7 @@ def diff_dirs(path_a, path_b):
         if name not in ea:
             out += [name, f"  only in {s.b}"]
             continue
-        lines = diff_experiment(load(ea[name]), load(eb[name]), s)
+        lines = diff_experiment(objs_a[name], objs_b[name], s)
         if lines:
             out += [name] + ["  " + line for line in lines]
     return out
@@ -395,6 +920,11 @@ def diff_dirs(path_a, path_b):
 
 def usage(stream):
     print("usage: tcplab_diff.py A B", file=stream)
+
+
+def trouble(text):
+    print(f"tcplab_diff.py: {text}", file=sys.stderr)
+    return EXIT_TROUBLE
 
 
 def main(argv):
@@ -406,20 +936,28 @@ def main(argv):
         return EXIT_TROUBLE
     try:
         lines = diff_dirs(argv[1], argv[2])
+        s = labels(argv[1], argv[2])
     except Trouble as e:
-        print(f"tcplab_diff.py: {e}", file=sys.stderr)
-        return EXIT_TROUBLE
+        return trouble(e)
+    except Exception as e:   # a backstop, not the check: still one line and exit 2
+        return trouble(f"internal error: {type(e).__name__}: {show(e, 200)}")
     if not lines:
         return EXIT_SAME
-    s = labels(argv[1], argv[2])
-    if not s.named:
-        print(f"A: {argv[1]}\nB: {argv[2]}")
-    for line in lines:
-        print(line)
+    try:
+        if not s.named:
+            print(f"A: {show(argv[1], 4096)}\nB: {show(argv[2], 4096)}")
+        for line in lines:
+            print(line)
+        sys.stdout.flush()
+    except OSError as e:
+        return trouble(f"standard output: {e.strerror}")
     return EXIT_DIFFER
 
 
 if __name__ == "__main__":
     import signal
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)   # `| head` ends quietly, as diff(1) does
-    sys.exit(main(sys.argv))
+    try:
+        sys.exit(main(sys.argv))
+    except KeyboardInterrupt:
+        sys.exit(130)

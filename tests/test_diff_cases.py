@@ -13,50 +13,107 @@ TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DIFF = os.path.join(TOP, "experiments", "tcplab_diff.py")
 
 
+COMMON = {"schema": 2, "collected_at": "2026-11-30T12:52:40Z", "load_average": None}
+
+
+def events(retrans_at):
+    """sockwatch's rows (the event shape): the socket's birth, then one per retransmission."""
+    rows = [{"t_s": 0.0008, "event": "new", "state": "SYN-SENT", "retrans": 0, "timer": "on",
+             "expires_ms": 996, "backoff": 0, "rto_ms": 1000}]
+    return rows + [{"t_s": t, "event": "change", "state": "SYN-SENT", "retrans": i + 1,
+                    "timer": "on", "expires_ms": 1000, "backoff": i + 1, "rto_ms": 1000}
+                   for i, t in enumerate(retrans_at)]
+
+
+def retransmits(retrans_at):
+    """The retransmit shape: one per event where the count went up."""
+    return [{"t_s": t, "retrans": i + 1, "timer": "on", "expires_ms": 1000}
+            for i, t in enumerate(retrans_at)]
+
+
 def synretry(retrans_at=(1.01, 3.02), linear=None):
+    """p01-synretry.json with every key docs/output-format.md documents."""
     return {
-        "experiment": "p01-synretry", "kernel": "6.1.0-57-cloud-amd64", "schema": 1,
-        "collected_at": "2026-11-30T12:52:40Z",
-        "syncnt": 2, "errno": "ETIMEDOUT", "elapsed_s": 7.087,
+        "experiment": "p01-synretry", "kernel": "6.1.0-57-cloud-amd64", **COMMON,
+        "result": "error", "errno": "ETIMEDOUT", "elapsed_s": 7.087,
+        "syncnt": 2, "port": 21013, "addr": "127.0.0.1",
         "counters": {"TcpExtTCPSynRetrans": len(retrans_at), "TcpActiveOpens": 1,
                      "TcpExtListenDrops": 2000},
-        "sysctls": {"net.ipv4.tcp_syn_retries": "6", "net.ipv4.tcp_syn_linear_timeouts": linear},
-        "retransmits": [{"t_s": t, "retrans": i + 1, "timer": "on", "expires_ms": 1000}
-                        for i, t in enumerate(retrans_at)],
+        "sysctls": {"net.ipv4.tcp_syn_retries": 6, "net.ipv4.tcp_syn_linear_timeouts": linear},
+        "retransmits": retransmits(retrans_at),
+        "events": events(retrans_at),
         "expected": [1.0, 3.0], "expected_elapsed_s": 7.0,
         "default": None,
     }
 
 
+def connect_part(errors=None, errno=None):
+    return {"result": "ok" if errno is None else "error", "errno": errno, "elapsed_s": None,
+            "n": 2000, "ok": 2000 - sum((errors or {}).values()), "errors": errors or {},
+            "us": {"min": 6.7, "p10": 6.9, "median": 7.3, "p90": 11.2, "p99": 23.8, "max": 68.4},
+            "max_index": 182, "over_1ms": 0, "load_average": [1.31, 1.6, 1.63],
+            "port": None if errno else 21011, "addr": None if errno else "127.0.0.1",
+            "counters": {"TcpActiveOpens": 2000, "TcpOutRsts": 0 if errno is None else 2000}}
+
+
 def connect_time():
-    part = {"n": 2000, "errors": {}, "us": {"min": 6.7, "p10": 6.9, "median": 7.3, "p90": 11.2,
-                                           "p99": 23.8, "max": 68.4}}
-    refused = copy.deepcopy(part)
-    refused["errors"] = {"ECONNREFUSED": 2000}
-    return {"experiment": "p01-connect-time", "kernel": "6.1.0-57-cloud-amd64", "errno": None,
-            "elapsed_s": 0.4, "counters": {"TcpActiveOpens": 4000, "TcpOutRsts": 2000},
-            "parts": {"accept": part, "refused": refused}}
+    accept = connect_part()
+    refused = connect_part({"ECONNREFUSED": 2000}, "ECONNREFUSED")
+    top = {"experiment": "p01-connect-time", "kernel": "6.1.0-57-cloud-amd64", **COMMON}
+    top.update(copy.deepcopy(accept))
+    top["counters"] = {"TcpActiveOpens": 4000, "TcpOutRsts": 2000}
+    top["parts"] = {"accept": accept, "refused": refused}
+    return top
 
 
 def machine():
-    return {"experiment": "p01-machine", "kernel": "6.1.0-57-cloud-amd64", "hz": 250,
-            "errno": None, "elapsed_s": 0.01, "counters": {},
-            "sysctls": {"net.ipv4.tcp_syn_retries": "6", "net.ipv4.tcp_syn_linear_timeouts": None}}
+    return {"experiment": "p01-machine", "kernel": "6.1.0-57-cloud-amd64", **COMMON, "hz": 250,
+            "result": None, "errno": None, "elapsed_s": None, "counters": None,
+            "version": "#1 SMP PREEMPT_DYNAMIC Debian 6.1.158-1", "arch": "x86_64", "nproc": 2,
+            "sysctls": {"net.ipv4.tcp_syn_retries": 6, "net.ipv4.tcp_syn_linear_timeouts": None,
+                        "net.ipv4.ip_local_port_range": [32768, 60999]},
+            "vm": None}
+
+
+def socket_row():
+    return {"state": "SYN-SENT", "local": "127.0.0.1:37866", "peer": "127.0.0.1:21013", "rq": 0,
+            "wq": 1, "timer": "on", "expires_ms": 508, "retrans": 1, "inode": 3063187}
 
 
 def timeout():
-    """p01-timeout: two clients, each a run of its own."""
+    """p01-timeout: two clients, each a run of its own; the program's poll() gives up, so the
+    result is timeout and there is no errno."""
     def client(retrans_at):
-        return {"result": "timeout", "errno": "ETIMEDOUT", "elapsed_s": 1.5,
-                "retransmits": [{"t_s": t} for t in retrans_at]}
-    return {"experiment": "p01-timeout", "kernel": "6.1.0-57-cloud-amd64", "counters": {},
-            "errno": "ETIMEDOUT", "elapsed_s": 2.0,
-            "cc": client([1.02]), "keep": client([1.04, 3.05])}
+        return {"result": "timeout", "errno": None, "elapsed_s": 1.5, "closed_s": 1.5,
+                "events": events(retrans_at), "after_close": [],
+                "retransmits": retransmits(retrans_at)}
+    keep = client([1.04, 3.05])
+    keep["after_timeout"] = [socket_row()]
+    return {"experiment": "p01-timeout", "kernel": "6.1.0-57-cloud-amd64", **COMMON,
+            "counters": None, "result": "timeout", "errno": None, "elapsed_s": 2.0,
+            "port": 21013, "addr": "127.0.0.1",
+            "cc": client([1.02]), "keep": keep, "keep_retransmits_after_timeout": 2}
+
+
+def strace():
+    def part(result, errno, syscalls):
+        return {"result": result, "errno": errno, "elapsed_s": 0.0003, "dest": "127.0.0.1:21010",
+                "syscalls": syscalls}
+    return {"experiment": "p01-strace", "kernel": "6.1.0-57-cloud-amd64", **COMMON,
+            "counters": None, "strace": "strace -- version 6.1", "port": 21010,
+            "addr": "127.0.0.1", "backlog": 8, "result": "ok", "errno": None, "elapsed_s": 0.0003,
+            "parts": {"block": part("ok", None, ["connect(3, ...) = 0"]),
+                      "refused": part("error", "ECONNREFUSED",
+                                      ["connect(3, ...) = -1 ECONNREFUSED (Connection refused)"]),
+                      "cc": part("ok", None, None)},
+            "sockets": [{**socket_row(), "state": "LISTEN", "local": "127.0.0.1:21010",
+                         "peer": "0.0.0.0:0", "rq": 1, "wq": 8, "timer": "off", "expires_ms": 0,
+                         "retrans": 0}]}
 
 
 def base():
     return {"p01-synretry": synretry(), "p01-connect-time": connect_time(),
-            "p01-machine": machine(), "p01-timeout": timeout()}
+            "p01-machine": machine(), "p01-timeout": timeout(), "p01-strace": strace()}
 
 
 def write(dirpath, objs):
@@ -107,7 +164,9 @@ SAME = [
     ("racing counter", ("p01-connect-time", "counters", "TcpExtDelayedACKs"), 787),
     ("racing counter on one side", ("p01-connect-time", "counters", "TcpExtDelayedACKLocked"), 3),
     ("racing error count", ("p01-connect-time", "parts", "accept", "errors"), {"ETIMEDOUT": 2}),
-    ("unknown key", ("p01-synretry", "events"), [{"t_s": 0.1}]),
+    ("events are not read", ("p01-synretry", "events"), events([1.5, 2.5, 4.5])),
+    ("unknown key", ("p01-synretry", "notes"), [{"t_s": 0.1}]),
+    ("load average", ("p01-connect-time", "parts", "accept", "load_average"), [9.0, 9.0, 9.0]),
 ]
 
 
@@ -126,12 +185,16 @@ def test_schedule_within_tolerance_is_no_difference(tmp_path):
 
 # One change, one line: (what, path, new value, the line expected under the experiment's name).
 ONE_LINE = [
-    ("sysctl absent on one side", ("p01-machine", "sysctls", "net.ipv4.tcp_syn_linear_timeouts"), "4",
+    ("sysctl absent on one side", ("p01-machine", "sysctls", "net.ipv4.tcp_syn_linear_timeouts"), 4,
      "sysctl net.ipv4.tcp_syn_linear_timeouts: absent in A, 4 in B"),
-    ("sysctl value", ("p01-machine", "sysctls", "net.ipv4.tcp_syn_retries"), "5",
+    ("sysctl value", ("p01-machine", "sysctls", "net.ipv4.tcp_syn_retries"), 5,
      "sysctl net.ipv4.tcp_syn_retries: 6 in A, 5 in B"),
-    ("errno", ("p01-synretry", "errno"), None,
-     "errno: ETIMEDOUT in A, none (success) in B"),
+    ("errno", ("p01-synretry", "errno"), "ECONNREFUSED",
+     "errno: ETIMEDOUT in A, ECONNREFUSED in B"),
+    ("result", ("p01-timeout", "cc", "result"), "ok",
+     "cc: result: timeout in A, ok in B"),
+    ("sysctl list", ("p01-machine", "sysctls", "net.ipv4.ip_local_port_range"), [1024, 65535],
+     "sysctl net.ipv4.ip_local_port_range: [32768, 60999] in A, [1024, 65535] in B"),
     ("total time", ("p01-synretry", "elapsed_s"), 131.2,
      "total time: 7.087 s in A, 131.200 s in B"),
     ("counter value", ("p01-synretry", "counters", "TcpActiveOpens"), 3,
@@ -142,8 +205,8 @@ ONE_LINE = [
      "refused: connect() time median: 7.3 us in A, 400.0 us in B (55x apart)"),
     ("connect errors by name", ("p01-connect-time", "parts", "accept", "errors"), {"ETIMEDOUT": 1500},
      "accept: error ETIMEDOUT: only in B (+1500)"),
-    ("sub-run", ("p01-timeout", "keep", "errno"), "ECONNREFUSED",
-     "keep: errno: ETIMEDOUT in A, ECONNREFUSED in B"),
+    ("sub-run", ("p01-timeout", "keep", "elapsed_s"), 3.5,
+     "keep: total time: 1.500 s in A, 3.500 s in B"),
     ("number of connects", ("p01-connect-time", "parts", "accept", "n"), 200,
      "accept: number of connects: 2000 in A, 200 in B"),
     ("HZ", ("p01-machine", "hz"), 1000, "HZ: 250 in A, 1000 in B"),
@@ -175,7 +238,7 @@ def test_syn_schedule_same_count_other_times(tmp_path):
 
 def test_syn_retransmission_count_and_times(tmp_path):
     a = {"p01-synretry": synretry(retrans_at=(1.01, 3.02))}
-    b = {"p01-synretry": synretry(retrans_at=(1.01, 2.02, 3.03, 4.04, 5.06), linear="4")}
+    b = {"p01-synretry": synretry(retrans_at=(1.01, 2.02, 3.03, 4.04, 5.06), linear=4)}
     b["p01-synretry"]["counters"]["TcpExtTCPSynRetrans"] = 2   # leave only the schedule lines
     lines, status = diff(tmp_path, a, b)
     assert status == 1
@@ -208,7 +271,7 @@ def test_experiment_on_one_side(tmp_path):
 
 def test_sub_run_schedule(tmp_path):
     b = base()
-    b["p01-timeout"]["keep"]["retransmits"] = [{"t_s": t} for t in (1.00, 2.02, 3.05)]
+    b["p01-timeout"]["keep"]["retransmits"] = retransmits((1.00, 2.02, 3.05))
     lines, _ = diff(tmp_path, base(), b)
     assert lines == ["p01-timeout",
                      "  keep: SYN retransmissions: 2 in A, 3 in B",
@@ -238,18 +301,31 @@ def test_a_guest_side_is_named_next_to_its_times(tmp_path):
     ]
 
 
-def test_missing_keys_are_tolerated(tmp_path):
-    b = base()
+def test_missing_documented_keys_are_trouble(tmp_path):
+    """Before the schema, a missing key was silently no difference; now it is bad input (exit 2,
+    one line naming the file and the key), as docs/output-format.md makes these keys required."""
     for path in (("p01-synretry", "counters"), ("p01-synretry", "retransmits"),
                  ("p01-connect-time", "parts"), ("p01-machine", "sysctls"), ("p01-machine", "hz")):
+        b = base()
         delete_path(b, path)
-    assert diff(tmp_path, base(), b) == ([], 0)
+        r = subprocess.run(["/usr/bin/python3", DIFF, write(tmp_path / "A", base()),
+                            write(tmp_path / path[1], b)], capture_output=True, text=True)
+        assert (r.returncode, r.stdout) == (2, ""), path
+        assert r.stderr.count("\n") == 1 and f"{path[0]}.json: {path[1]}: missing" in r.stderr
+
+
+def test_null_where_the_format_allows_it(tmp_path):
+    a, b = base(), base()
+    for objs in (a, b):
+        objs["p01-machine"]["hz"] = None
+        objs["p01-connect-time"]["parts"]["accept"]["us"]["p10"] = None
+    assert diff(tmp_path, a, b) == ([], 0)
 
 
 def test_groups_follow_experiment_names(tmp_path):
     b = base()
     b["p01-machine"]["hz"] = 1000
-    b["p01-synretry"]["errno"] = "ECONNREFUSED"
+    b["p01-synretry"]["errno"] = "ECONNREFUSED"   # result stays error
     lines, _ = diff(tmp_path, base(), b)
     assert lines == ["p01-machine", "  HZ: 250 in A, 1000 in B",
                      "p01-synretry", "  errno: ETIMEDOUT in A, ECONNREFUSED in B"]
