@@ -14,7 +14,7 @@ struct tl_tcp_info_wire {
 	struct tcp_info base;
 	uint32_t rcv_wnd;		/* 6.2 */
 	uint32_t rehash;		/* 6.2 */
-	uint16_t total_rto;		/* 6.7 */
+	uint16_t total_rto;		/* 6.7, and 6.6.y backports */
 	uint16_t total_rto_recoveries;	/* 6.7 */
 	uint32_t total_rto_time;	/* 6.7 */
 };

@@ -35,7 +35,7 @@ struct tl_diag_filter {
 struct tl_tcpinfo {
 	uint8_t backoff;
 	uint32_t rto_us, total_retrans;
-	uint32_t total_rto;	/* 6.7+, else 0 */
+	uint32_t total_rto;	/* 6.7 and 6.6.y (by tcp_info length), else 0 */
 };
 
 struct tl_sock {
