@@ -93,3 +93,18 @@ def netns(prefix="tcplab-test"):
         yield name
     finally:
         subprocess.run([NETNS_SH, "delete", name], capture_output=True)
+
+
+def tagged(name, tag):
+    """The pids (as strings) of every process whose environment has NAME=TAG: what a test's run
+    left running, wherever it went."""
+    needle = f"{name}={tag}".encode()
+    found = []
+    for p in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{p}/environ", "rb") as f:
+                if needle in f.read().split(b"\0"):
+                    found.append(p)
+        except OSError:
+            pass
+    return found

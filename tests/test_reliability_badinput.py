@@ -209,16 +209,7 @@ def files(tmp_path_factory, bindir):
 
 
 def tagged(tag):
-    needle = f"{TAG}={tag}".encode()
-    found = []
-    for p in os.listdir("/proc"):
-        try:
-            with open(f"/proc/{p}/environ", "rb") as f:
-                if needle in f.read().split(b"\0"):
-                    found.append(p)
-        except OSError:
-            pass
-    return found
+    return lab_proc.tagged(TAG, tag)
 
 
 def check_refused(argv, word, extra_env=None):

@@ -13,6 +13,7 @@ import tempfile
 import pytest
 
 from conftest import TOP
+import lab_proc
 
 USER, GROUP = "nobody", "nogroup"
 N = 200
@@ -36,16 +37,7 @@ def user_dir():
 
 
 def tagged(tag):
-    needle = f"{TAG}={tag}".encode()
-    found = []
-    for p in os.listdir("/proc"):
-        try:
-            with open(f"/proc/{p}/environ", "rb") as f:
-                if needle in f.read().split(b"\0"):
-                    found.append(p)
-        except OSError:
-            pass
-    return found
+    return lab_proc.tagged(TAG, tag)
 
 
 def test_quick_run_without_root(user_dir, bindir):
