@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 int tl_parse_ll(const char *s, long long min, long long max, long long *out)
@@ -38,10 +39,19 @@ int tl_read_file(const char *path, size_t max, char **buf, size_t *len)
 	size_t cap = 4096, n = 0;
 	char *b = NULL, *grown;
 	ssize_t r;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	struct stat st;
+	/* O_NONBLOCK: a FIFO opens at once instead of waiting for a writer, and fstat() then refuses
+	 * it; a regular file ignores the flag, so it is read as usual */
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 
 	if (fd < 0)
 		return -1;
+	if (fstat(fd, &st) < 0)
+		goto fail;
+	if (!S_ISREG(st.st_mode)) {
+		errno = S_ISDIR(st.st_mode) ? EISDIR : TL_ENOTREG;
+		goto fail;
+	}
 	for (;;) {
 		if (n + 1 >= cap || b == NULL) {
 			if (b != NULL)

@@ -6,6 +6,7 @@
 #ifndef TL_UTIL_H
 #define TL_UTIL_H
 
+#include <errno.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <time.h>
@@ -17,8 +18,15 @@
  * range are refused.  Returns 0, or -1 with errno EINVAL (not a number) or ERANGE. */
 int tl_parse_ll(const char *s, long long min, long long max, long long *out);
 
-/* Read a whole file (at most `max` bytes, else EFBIG) into a malloc'd buffer with a NUL after
- * the data; the caller frees *buf.  0 or -1. */
+/* errno for "a FIFO, a device or a socket where a regular file was asked for": Linux has no
+ * EFTYPE, so the closest ("Wrong medium type"). */
+#define TL_ENOTREG EMEDIUMTYPE
+
+/* Read a whole regular file (at most `max` bytes, else EFBIG) into a malloc'd buffer with a NUL
+ * after the data; the caller frees *buf.  0 or -1.  Anything else is refused on the open
+ * descriptor, so nothing can be swapped in between the check and the read: EISDIR for a
+ * directory, TL_ENOTREG for a FIFO (opened without blocking), a device or a socket.  procfs and
+ * sysfs files are regular. */
 int tl_read_file(const char *path, size_t max, char **buf, size_t *len);
 
 /* write() all of buf, retrying after EINTR and short writes.  Returns 0, or -1 and errno. */

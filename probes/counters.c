@@ -138,12 +138,9 @@ static int load(struct pr_snmp *s, const char *path, int snapshot, struct buf *b
 	char *p;
 	int r;
 
-	/* a file the user named must be a regular one (a FIFO would block, /dev/zero never end);
-	 * the probe's own /proc files need no stat() on each sample */
-	if (strcmp(path, SNMP_PATH) == 0 || strcmp(path, NETSTAT_PATH) == 0)
-		r = tl_read_file(path, BUF_MAX, &p, &len);
-	else
-		r = pr_read_file(path, BUF_MAX, &p, &len);
+	/* a file the user named must be a regular one (a FIFO would block, /dev/zero never end):
+	 * tl_read_file() refuses anything else */
+	r = tl_read_file(path, BUF_MAX, &p, &len);
 	if (r < 0) {
 		tl_warnx("%s: %s", path, pr_strerror(errno));
 		return -1;

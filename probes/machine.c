@@ -97,7 +97,7 @@ static int read_in(const char *path, char full[PATH_MAX], size_t max, char **buf
 		errno = ENAMETOOLONG;
 		return -1;
 	}
-	return pr_read_file(full, max, buf, len);
+	return tl_read_file(full, max, buf, len);
 }
 
 /* path's contents as one line (pr_one_line) in *val, malloc'd.  0; -1 with errno when it

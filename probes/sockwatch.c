@@ -305,7 +305,7 @@ static int run_replay(void)
 	size_t len;
 	int n;
 
-	if (pr_read_file(env.replay, 256u << 20, &buf, &len) < 0) {
+	if (tl_read_file(env.replay, 256u << 20, &buf, &len) < 0) {
 		tl_warnx("%s: %s", env.replay, pr_strerror(errno));
 		return -1;
 	}

@@ -14,17 +14,6 @@ static int not_regular(mode_t mode)
 	return -1;
 }
 
-int pr_read_file(const char *path, size_t max, char **buf, size_t *len)
-{
-	struct stat st;
-
-	if (stat(path, &st) < 0)
-		return -1;
-	if (!S_ISREG(st.st_mode))
-		return not_regular(st.st_mode);
-	return tl_read_file(path, max, buf, len);
-}
-
 int pr_open_append(const char *path)
 {
 	struct stat st;
