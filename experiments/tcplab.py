@@ -65,37 +65,66 @@ def num(text, where="value", lo=None, hi=None):
     return v
 
 
+FILE_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"),
+              (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+              (stat.S_ISSOCK, "a socket"), (stat.S_ISLNK, "a symbolic link"))
+
+
+def file_kind(mode):
+    for test, name in FILE_KINDS:
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+class NotRegular(ValueError):
+    """A path regular_bytes() refused: not a regular file, or larger than its cap."""
+
+
+def regular_bytes(path, cap, follow=True):
+    """The bytes of a regular file of at most cap bytes: the one reader of outside files for the
+    reports and the diff.  Never blocks (O_NONBLOCK: a FIFO opens at once and fstat() refuses
+    it), follows a symlink only when follow (O_NOFOLLOW otherwise), never reads more than
+    cap + 1 bytes (a /dev/zero is refused before its first byte).  Raises NotRegular, or OSError
+    from open/read."""
+    st = os.stat(path) if follow else os.lstat(path)
+    if not stat.S_ISREG(st.st_mode):
+        raise NotRegular(f"{file_kind(st.st_mode)}, not a regular file")
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY |
+                 (0 if follow else os.O_NOFOLLOW))
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise NotRegular(f"{file_kind(st.st_mode)}, not a regular file")
+        if st.st_size > cap:
+            raise NotRegular(f"{st.st_size} bytes, larger than {cap} bytes")
+        chunks, total = [], 0
+        while total <= cap:
+            chunk = os.read(fd, cap + 1 - total)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+        if total > cap:
+            raise NotRegular(f"larger than {cap} bytes")
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
 def read_text(path, optional=False):
     """A raw file's text.  Only a regular file of at most MAX_RAW_BYTES is read (a FIFO, a
     device, a directory is refused without blocking); None for a missing optional file."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
+        data = regular_bytes(path, MAX_RAW_BYTES)
     except FileNotFoundError:
         if optional:
             return None
         raise RawError(f"{path}: missing") from None
+    except NotRegular as e:
+        raise RawError(f"{path}: {e}") from None
     except OSError as e:
         raise RawError(f"{path}: {e.strerror}") from None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise RawError(f"{path}: not a regular file")
-        if st.st_size > MAX_RAW_BYTES:
-            raise RawError(f"{path}: larger than {MAX_RAW_BYTES} bytes")
-        chunks, total = [], 0
-        while True:
-            b = os.read(fd, 1 << 20)
-            if not b:
-                break
-            total += len(b)
-            if total > MAX_RAW_BYTES:
-                raise RawError(f"{path}: larger than {MAX_RAW_BYTES} bytes")
-            chunks.append(b)
-    except OSError as e:
-        raise RawError(f"{path}: {e.strerror}") from None
-    finally:
-        os.close(fd)
-    data = b"".join(chunks)
     if b"\0" in data:
         raise RawError(f"{path}: binary data (a NUL byte), not a program's text output")
     if data and not data.endswith(b"\n"):

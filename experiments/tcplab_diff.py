@@ -40,8 +40,9 @@ import json
 import math
 import os
 import re
-import stat
 import sys
+
+import tcplab  # the reports' library, beside this file
 
 TIME_REL = 0.10          # times: relative tolerance ...
 TIME_ABS = 0.050         # ... or this many seconds, whichever is larger
@@ -426,51 +427,16 @@ def check_parse_depth(text):
         pos = m.end()
 
 
-FILE_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"),
-              (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-              (stat.S_ISSOCK, "a socket"), (stat.S_ISLNK, "a symbolic link"))
-
-
-def file_kind(mode):
-    for test, name in FILE_KINDS:
-        if test(mode):
-            return name
-    return "not a regular file"
-
-
 def read_regular(path, follow, cap=MAX_BYTES):
-    """The bytes of a regular file of at most cap bytes.  Never blocks (O_NONBLOCK: a FIFO opens
-    at once and fstat() refuses it), never follows a symlink unless follow (O_NOFOLLOW), never
-    reads more than cap + 1 bytes (a /dev/zero is refused before its first byte)."""
+    """The bytes of a regular file of at most cap bytes (tcplab.regular_bytes(): never blocks,
+    follows a symlink only when follow); trouble naming the file otherwise."""
     name = show(path, 4096)
     try:
-        st = os.stat(path) if follow else os.lstat(path)
-        if not stat.S_ISREG(st.st_mode):
-            raise Trouble(f"{name}: {file_kind(st.st_mode)}, not a regular file")
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY |
-                     (0 if follow else os.O_NOFOLLOW))
+        return tcplab.regular_bytes(path, cap, follow)
+    except tcplab.NotRegular as e:
+        raise Trouble(f"{name}: {e}") from e
     except OSError as e:
         raise Trouble(f"{name}: {e.strerror}") from e
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise Trouble(f"{name}: {file_kind(st.st_mode)}, not a regular file")
-        if st.st_size > cap:
-            raise Trouble(f"{name}: {st.st_size} bytes, more than the {cap} a report can be")
-        chunks, total = [], 0
-        while total <= cap:
-            chunk = os.read(fd, cap + 1 - total)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            total += len(chunk)
-        if total > cap:
-            raise Trouble(f"{name}: more than the {cap} bytes a report can be")
-        return b"".join(chunks)
-    except OSError as e:
-        raise Trouble(f"{name}: {e.strerror}") from e
-    finally:
-        os.close(fd)
 
 
 def parse(path, data):
