@@ -183,14 +183,13 @@ is_elf() {
 
 # Start one unit in its namespace(s), in a process group of its own (setsid: ip netns exec,
 # unshare and env exec, so the unit's pid is the group's id); its pid goes to UNIT_PID[unit].
-declare -A UNIT_PID=() UNIT_T0=() UNIT_NS=() UNIT_TIMED_OUT=() UNIT_RUNNING=() WHY=()
+declare -A UNIT_PID=() UNIT_T0=() UNIT_NS=() UNIT_TIMED_OUT=() WHY=()
 start_unit() {
 	local unit=$1 ns="$NS_PREFIX-$$-$RANDOM$RANDOM-$1" ns2=""
 	mkdir -p "$TMPDIR_RUN/raw"
 	UNIT_T0[$unit]=$SECONDS
 	UNIT_NS[$unit]=""
 	UNIT_TIMED_OUT[$unit]=""
-	UNIT_RUNNING[$unit]=1
 	if [ "$NS_MODE" = userns ]; then
 		# not root: a user+network namespace of its own, gone with its last process
 		unshare -rn sh -c '"$0" link set lo up && exec "$@"' "$IP" \
@@ -218,7 +217,7 @@ start_unit() {
 # namespaces (ip netns pids), wherever a fixture moved to.
 signal_unit() {
 	local unit=$1 sig=$2 ns pids pid=${UNIT_PID[$1]:-}
-	# a signal can land between UNIT_RUNNING and UNIT_PID being set: then there is no group yet
+	# no pid: not started yet, or reaped (its pid may belong to another process by now)
 	[ -z "$pid" ] || kill "-$sig" -- "-$pid" 2> /dev/null || true
 	for ns in ${UNIT_NS[$unit]:-}; do
 		pids=$(ip netns pids "$ns" 2> /dev/null || true)
@@ -227,12 +226,12 @@ signal_unit() {
 	done
 }
 
-# kill_running_units: SIGKILL to every unit started and not yet reaped (their process groups
-# and namespaces): for the interrupt path (cleanup), since units run in sessions of their own
-# and a Ctrl-C to run.sh's process group does not reach them.
+# kill_running_units: SIGKILL to every unit started and not yet reaped (UNIT_PID holds exactly
+# those; their process groups and namespaces): for the interrupt path (cleanup), since units run
+# in sessions of their own and a Ctrl-C to run.sh's process group does not reach them.
 kill_running_units() {
 	local u
-	for u in "${!UNIT_RUNNING[@]}"; do
+	for u in "${!UNIT_PID[@]}"; do
 		signal_unit "$u" KILL
 	done
 }
@@ -291,7 +290,7 @@ finish_unit() {
 	local unit=$1 status=0 why ns
 	wait "${UNIT_PID[$unit]}" || status=$?
 	signal_unit "$unit" KILL	# what it left running
-	unset "UNIT_RUNNING[$unit]"
+	unset "UNIT_PID[$unit]"
 	for ns in ${UNIT_NS[$unit]}; do tl_netns_delete "$ns"; done
 	# stderr files that stayed empty, and the fifos of a unit that was stopped
 	find "$TMPDIR_RUN/raw/$unit" \( -name "*.err" -empty -o -type p \) -delete 2> /dev/null || true
