@@ -20,6 +20,7 @@ struct tl_tcp_info_wire {
 };
 _Static_assert(offsetof(struct tcp_info, tcpi_snd_wnd) == 228, "tcp_info layout");
 _Static_assert(offsetof(struct tl_tcp_info_wire, total_rto) == 240, "tcp_info 6.7 layout");
+_Static_assert(SK_MEMINFO_DROPS == 8, "sk_meminfo layout");
 
 static int attr_cb(const struct nlattr *attr, void *data)
 {
@@ -28,7 +29,8 @@ static int attr_cb(const struct nlattr *attr, void *data)
 
 	if (mnl_attr_type_valid(attr, INET_DIAG_MAX) < 0)
 		return MNL_CB_OK;	/* newer kernel: skip, don't fail */
-	if (type == INET_DIAG_INFO && mnl_attr_validate(attr, MNL_TYPE_BINARY) < 0)
+	if ((type == INET_DIAG_INFO || type == INET_DIAG_SKMEMINFO) &&
+	    mnl_attr_validate(attr, MNL_TYPE_BINARY) < 0)
 		return MNL_CB_ERROR;
 	tb[type] = attr;
 	return MNL_CB_OK;
@@ -45,8 +47,35 @@ static void decode_info(const struct nlattr *attr, struct tl_sock *s)
 	memcpy(&w, mnl_attr_get_payload(attr), len < sizeof(w) ? len : sizeof(w));
 	s->has_info = 1;
 	s->info = (struct tl_tcpinfo){
-		.backoff = w.base.tcpi_backoff, .rto_us = w.base.tcpi_rto,
-		.total_retrans = w.base.tcpi_total_retrans, .total_rto = w.total_rto,
+		.len = len > UINT16_MAX ? UINT16_MAX : (uint16_t)len,
+		.probes = w.base.tcpi_probes, .backoff = w.base.tcpi_backoff,
+		.rto_us = w.base.tcpi_rto, .ato_us = w.base.tcpi_ato,
+		.snd_mss = w.base.tcpi_snd_mss, .rcv_mss = w.base.tcpi_rcv_mss,
+		.unacked = w.base.tcpi_unacked, .sacked = w.base.tcpi_sacked,
+		.last_data_sent_ms = w.base.tcpi_last_data_sent,
+		.last_data_recv_ms = w.base.tcpi_last_data_recv,
+		.total_retrans = w.base.tcpi_total_retrans,
+		.rwnd_limited_us = w.base.tcpi_rwnd_limited,
+		.sndbuf_limited_us = w.base.tcpi_sndbuf_limited,
+		.notsent = w.base.tcpi_notsent_bytes, .snd_wnd = w.base.tcpi_snd_wnd,
+		.rcv_wnd = w.rcv_wnd, .total_rto = w.total_rto,
+	};
+}
+
+/* SK_MEMINFO_* u32s in the kernel's order; a shorter array leaves the rest 0. */
+static void decode_skmem(const struct nlattr *attr, struct tl_sock *s)
+{
+	uint32_t v[SK_MEMINFO_VARS] = {0};
+	size_t len = mnl_attr_get_payload_len(attr);
+
+	memcpy(v, mnl_attr_get_payload(attr), len < sizeof(v) ? len : sizeof(v));
+	s->has_skmem = 1;
+	s->skmem = (struct tl_skmem){
+		.rmem = v[SK_MEMINFO_RMEM_ALLOC], .rcvbuf = v[SK_MEMINFO_RCVBUF],
+		.wmem = v[SK_MEMINFO_WMEM_ALLOC], .sndbuf = v[SK_MEMINFO_SNDBUF],
+		.fwd = v[SK_MEMINFO_FWD_ALLOC], .wqueued = v[SK_MEMINFO_WMEM_QUEUED],
+		.optmem = v[SK_MEMINFO_OPTMEM], .backlog = v[SK_MEMINFO_BACKLOG],
+		.drops = v[SK_MEMINFO_DROPS],
 	};
 }
 
@@ -95,6 +124,8 @@ static int data_cb(const struct nlmsghdr *nlh, void *data)
 	decode_msg(m, &s);
 	if (tb[INET_DIAG_INFO] != NULL)
 		decode_info(tb[INET_DIAG_INFO], &s);
+	if (tb[INET_DIAG_SKMEMINFO] != NULL)
+		decode_skmem(tb[INET_DIAG_SKMEMINFO], &s);
 	if (ctx->cb != NULL && ctx->cb(&s, ctx->data) < 0)
 		return MNL_CB_ERROR;
 	return MNL_CB_OK;

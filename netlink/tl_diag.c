@@ -76,7 +76,7 @@ static struct nlmsghdr *build_request(char *buf, uint32_t seq, int family,
 	req->sdiag_family = family;
 	req->sdiag_protocol = IPPROTO_TCP;
 	req->idiag_states = flt->states ? flt->states : TL_STATES_ALL;
-	req->idiag_ext = 1 << (INET_DIAG_INFO - 1);
+	req->idiag_ext = 1 << (INET_DIAG_INFO - 1) | 1 << (INET_DIAG_SKMEMINFO - 1);
 	total = ((flt->sport != 0) + (flt->dport != 0)) * 2 * sizeof(ops[0]);
 	if (flt->sport)
 		n = put_port_op(ops, n, total, INET_DIAG_BC_S_EQ, flt->sport);

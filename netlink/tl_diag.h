@@ -30,12 +30,28 @@ struct tl_diag_filter {
 };
 
 /* The tcp_info fields tcplab reads (sockwatch prints them; add a field here when a program
- * needs one).  `has_info` is 0 when the kernel sent no INET_DIAG_INFO; fields beyond the
- * kernel's (shorter) struct read as 0. */
+ * needs one).  `has_info` is 0 when the kernel sent no INET_DIAG_INFO (TIME-WAIT and request
+ * sockets carry none); `len` is the length of the kernel's struct, and a field that lies beyond
+ * it (an older kernel's shorter struct) reads as 0.  Where the field came in: the comment. */
 struct tl_tcpinfo {
-	uint8_t backoff;
-	uint32_t rto_us, total_retrans;
+	uint16_t len;		/* bytes of struct tcp_info the kernel sent */
+	uint8_t probes;		/* tcpi_probes: zero-window or keepalive probes unanswered */
+	uint8_t backoff;	/* tcpi_backoff */
+	uint32_t rto_us, ato_us;/* tcpi_rto, tcpi_ato (the delayed-ACK timeout) */
+	uint32_t snd_mss, rcv_mss;
+	uint32_t unacked, sacked;	/* segments */
+	uint32_t last_data_sent_ms, last_data_recv_ms;	/* ms since */
+	uint32_t total_retrans;
+	uint64_t rwnd_limited_us, sndbuf_limited_us;	/* 4.10 */
+	uint32_t notsent;	/* tcpi_notsent_bytes, 4.6 */
+	uint32_t snd_wnd;	/* the peer's window, scaled: 5.4 */
+	uint32_t rcv_wnd;	/* the window we advertise, scaled: 6.2 */
 	uint32_t total_rto;	/* 6.7 and 6.6.y (by tcp_info length), else 0 */
+};
+
+/* INET_DIAG_SKMEMINFO, as ss -m prints it: skmem:(r,rb,t,tb,f,w,o,bl,d).  Bytes, except drops. */
+struct tl_skmem {
+	uint32_t rmem, rcvbuf, wmem, sndbuf, fwd, wqueued, optmem, backlog, drops;
 };
 
 struct tl_sock {
@@ -52,6 +68,8 @@ struct tl_sock {
 	uint64_t cookie;
 	int has_info;
 	struct tl_tcpinfo info;
+	int has_skmem;
+	struct tl_skmem skmem;
 };
 
 /* Called once per decoded socket; return 0 to go on, -1 (errno set) to stop the dump. */

@@ -1,32 +1,40 @@
-/* machine — describe the system an experiment ran on: kernel, CONFIG_HZ, CPUs, and the TCP
- * sysctls the experiments depend on, as key=value lines.  See docs/machine.md.
+/* machine — describe the system an experiment ran on: kernel, CONFIG_HZ, CPUs, the TCP sysctls
+ * the experiments depend on, and the links of its network namespace, as key=value lines.  See
+ * docs/machine.md.
  *
  * Sysctls are read from /proc/sys, so per-namespace ones (most of net.ipv4.tcp_*) are those of
  * the namespace the probe runs in.  CONFIG_HZ comes from /boot/config-RELEASE or, failing that,
  * /proc/config.gz, which zlib inflates (libz.a, linked statically so that the QEMU guest's
- * initramfs needs no libz.so).  The parsers are in probes/lib/pr_machine.c.
+ * initramfs needs no libz.so).  The parsers are in probes/lib/pr_machine.c.  The links come
+ * from an RTM_GETLINK dump (netlink/tl_link.c), or from a kept one (-l).
  *
  * The output is built in memory and written at the end: a run that fails prints nothing.
  */
 #include "pr_file.h"
 #include "pr_machine.h"
+#include "tl_link.h"
 #include "tl_cli.h"
 #include "tl_util.h"
 
 #include <errno.h>
 #include <getopt.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/utsname.h>
+#include <sys/types.h>
 #include <unistd.h>
 
 #define VALUE_MAX	(64 * 1024)		/* a sysctl or uname file: a few bytes */
+#define LINKS_MAX	(64u << 20)		/* a kept link dump: ~1.5 KiB a link */
 
 static struct env {
 	const char *root;	/* -r: prefix for every file read; NULL: the live system */
+	const char *links;	/* -l: a kept RTM_GETLINK dump to decode instead of asking */
+	const char *keep;	/* -w: where to write the live dump's raw replies */
 } env;
 
 /* The sysctls tcplab's experiments depend on, as paths under /proc/sys. */
@@ -52,11 +60,15 @@ static const char *const sysctls[] = {
 
 static void usage(void)
 {
-	fputs("usage: machine [-r root]\n"
-	      "Describe this system as key=value lines: kernel, CONFIG_HZ, CPUs, TCP sysctls.\n"
+	fputs("usage: machine [-r root] [-l FILE | -w FILE]\n"
+	      "Describe this system as key=value lines: kernel, CONFIG_HZ, CPUs, TCP sysctls, and\n"
+	      "the links of this network namespace (RTM_GETLINK).\n"
 	      "  -r DIR  read every file under DIR instead of / (DIR/proc/sys/..., DIR/boot/config-*,\n"
 	      "          DIR/proc/config.gz, DIR/sys/devices/system/cpu/online); kernel=, version=\n"
-	      "          and machine= then come from DIR/proc/sys/kernel/{osrelease,version,arch}\n"
+	      "          and machine= then come from DIR/proc/sys/kernel/{osrelease,version,arch};\n"
+	      "          no link lines then, unless -l gives them\n"
+	      "  -l FILE decode the links from a dump kept by -w instead of asking the kernel\n"
+	      "  -w FILE write the raw RTM_GETLINK replies to FILE (replaced), for -l\n"
 	      "  -h      print this help\n", stdout);
 }
 
@@ -65,9 +77,11 @@ static void parse_args(int argc, char **argv)
 	int opt;
 
 	opterr = 0;
-	while ((opt = getopt(argc, argv, ":r:h")) != -1) {
+	while ((opt = getopt(argc, argv, ":r:l:w:h")) != -1) {
 		switch (opt) {
 		case 'r': env.root = optarg; break;
+		case 'l': env.links = optarg; break;
+		case 'w': env.keep = optarg; break;
 		case 'h': usage(); exit(0);
 		default: tl_opt_fail(opt);
 		}
@@ -76,6 +90,12 @@ static void parse_args(int argc, char **argv)
 		tl_errx(TL_EXIT_USAGE, "unexpected argument '%s' (-h for help)", argv[optind]);
 	if (env.root != NULL && env.root[0] == '\0')
 		tl_errx(TL_EXIT_USAGE, "-r needs a directory");
+	if (env.links != NULL && env.keep != NULL)
+		tl_errx(TL_EXIT_USAGE, "-l and -w exclude each other");
+	if (env.root != NULL && env.keep != NULL)
+		tl_errx(TL_EXIT_USAGE, "-w keeps a live dump: not with -r");
+	if ((env.links != NULL && env.links[0] == '\0') || (env.keep != NULL && env.keep[0] == '\0'))
+		tl_errx(TL_EXIT_USAGE, "-%c needs a file", env.links ? 'l' : 'w');
 	if (env.root != NULL) {	/* else every file would be "absent": a typo must not pass */
 		struct stat st;
 
@@ -264,6 +284,105 @@ static int print_sysctls(FILE *out)
 	return 0;
 }
 
+/* A kernel string as one word: bytes outside '!'..'~', and '\', as \xHH.  The kernel refuses
+ * blanks and '/' in a link name (dev_valid_name()), but a kept dump may hold anything, and no
+ * value may add a field or a line to the output. */
+static void put_word(FILE *out, const char *s)
+{
+	const unsigned char *p = (const unsigned char *)s;
+
+	if (*p == '\0') {
+		fputc('-', out);
+		return;
+	}
+	for (; *p != '\0'; p++) {
+		if (*p > ' ' && *p < 0x7f && *p != '\\')
+			fputc(*p, out);
+		else
+			fprintf(out, "\\x%02x", *p);
+	}
+}
+
+/* link=NAME index=N mtu=N qdisc=NAME state=OPERSTATE kind=KIND|- flags=A,B,...  One line per
+ * link, in index order. */
+static void print_link(FILE *out, const struct tl_link *l)
+{
+	const char *state = tl_operstate_name(l->operstate);
+	char flags[160];
+
+	fputs("link=", out);
+	put_word(out, l->name);
+	fprintf(out, " index=%d mtu=%" PRIu32 " qdisc=", l->index, l->mtu);
+	put_word(out, l->qdisc);
+	if (state != NULL)
+		fprintf(out, " state=%s kind=", state);
+	else
+		fprintf(out, " state=%u kind=", (unsigned int)l->operstate);
+	put_word(out, l->kind);
+	fprintf(out, " flags=%s\n", tl_link_flags(l->flags, flags, sizeof(flags)));
+}
+
+/* The raw replies into env.keep, replacing what it held.  -1 after one line on stderr. */
+static int write_keep(const char *raw, size_t len)
+{
+	struct stat st;
+	int fd = pr_open_append(env.keep), ret = 0;
+
+	if (fd < 0) {
+		tl_warnx("%s: %s", env.keep, pr_strerror(errno));
+		return -1;
+	}
+	if (fstat(fd, &st) < 0 || (S_ISREG(st.st_mode) && ftruncate(fd, 0) < 0) ||
+	    tl_write_all(fd, raw, len) < 0) {
+		tl_warn("%s: cannot write the link dump", env.keep);
+		ret = -1;
+	}
+	if (close(fd) < 0 && ret == 0) {
+		tl_warn("%s: cannot write the link dump", env.keep);
+		ret = -1;
+	}
+	return ret;
+}
+
+/* The links: a kept dump (-l), none under -r, else the kernel's (kept with -w).  -1 after one
+ * line on stderr. */
+static int print_links(FILE *out)
+{
+	struct tl_links links = {0};
+	char *raw = NULL;
+	size_t i, len = 0;
+	int ret = -1;
+
+	if (env.links != NULL) {
+		if (tl_read_file(env.links, LINKS_MAX, &raw, &len) < 0) {
+			tl_warnx("%s: %s", env.links, pr_strerror(errno));
+			goto cleanup;
+		}
+		if (tl_link_replay(raw, len, &links) < 0) {
+			tl_warnx("%s: %s", env.links, errno == EBADMSG ?
+				 "not a complete RTM_GETLINK dump (truncated or garbled)" :
+				 errno == EINTR ? "a dump the kernel marked interrupted" :
+				 strerror(errno));
+			goto cleanup;
+		}
+	} else if (env.root != NULL) {
+		return 0;	/* a saved tree has no kernel to ask */
+	} else if (tl_link_dump(&links, env.keep ? &raw : NULL, &len) < 0) {
+		tl_warnx("RTM_GETLINK dump: %s", errno == EINTR ?
+			 "the links kept changing during the dump" : strerror(errno));
+		goto cleanup;
+	} else if (env.keep != NULL && write_keep(raw, len) < 0) {
+		goto cleanup;
+	}
+	for (i = 0; i < links.n; i++)
+		print_link(out, &links.v[i]);
+	ret = 0;
+cleanup:
+	tl_links_free(&links);
+	free(raw);
+	return ret;
+}
+
 int main(int argc, char **argv)
 {
 	char release[256], *text = NULL;
@@ -280,7 +399,7 @@ int main(int argc, char **argv)
 		goto cleanup;
 	print_hz(out, release);
 	print_nproc(out);
-	if (print_sysctls(out) < 0)
+	if (print_sysctls(out) < 0 || print_links(out) < 0)
 		goto cleanup;
 	if (fclose(out) != 0) {
 		out = NULL;

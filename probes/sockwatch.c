@@ -2,8 +2,9 @@
  *
  * Every interval it asks the kernel (one filtered dump per family) for the sockets that match,
  * and prints an event when a socket appears, disappears, or changes state, timer kind or
- * retransmit count.  The fields are the kernel's own: idiag_timer, idiag_expires (raw ms),
- * idiag_retrans, idiag_rqueue/wqueue, and tcp_info's backoff/rto/total_retrans.
+ * retransmit count (or, with -c, any of the fields named there).  The fields are the kernel's
+ * own: idiag_timer, idiag_expires (raw ms), idiag_retrans, idiag_rqueue/wqueue, tcp_info's, and
+ * INET_DIAG_SKMEMINFO's.
  */
 #include "pr_file.h"
 #include "tl_diag.h"
@@ -23,7 +24,15 @@
 #include <unistd.h>
 
 #define USAGE "usage: sockwatch [-1ae46] [-i INTERVAL_US] [-s STATE]... [-p DPORT] [-P SPORT]\n" \
-	      "                 [-d DURATION_MS] [-w WAIT_MS] [-r RECORD_FILE | -R REPLAY_FILE]\n"
+	      "                 [-c FIELD[,FIELD]...] [-d DURATION_MS] [-w WAIT_MS]\n" \
+	      "                 [-r RECORD_FILE | -R REPLAY_FILE]\n"
+
+/* The fields -c can add to what counts as a change: name and value. */
+static const char *const change_names[] = {
+	"rq", "wq", "snd_wnd", "rcv_wnd", "probes", "unacked", "notsent", "backoff", "rmem",
+	"wqueued", "drops",
+};
+#define N_CHANGE (sizeof(change_names) / sizeof(change_names[0]))
 
 /* The sockets of one sample, sorted by cookie so two samples can be merged in one pass. */
 struct sample {
@@ -40,6 +49,7 @@ static struct env {
 	long long sample_no;
 	struct sample prev, cur;
 	int seen_any;
+	unsigned change_mask;	/* bit i: change_names[i] counts as a change */
 	volatile sig_atomic_t stop;
 } env = { .interval_us = 1000 };
 
@@ -54,6 +64,8 @@ _Noreturn static void usage(FILE *f, int status)
 		      "  -i  sampling interval in microseconds (default 1000)\n"
 		      "  -s  state to match, as ss(8) spells it (syn-sent, listen, estab…); repeatable\n"
 		      "  -p, -P  destination / source port to match (filtered in the kernel)\n"
+		      "  -c  also print a change when one of these fields changes: rq wq snd_wnd\n"
+		      "      rcv_wnd probes unacked notsent backoff rmem wqueued drops\n"
 		      "  -d  stop after this many milliseconds\n"
 		      "  -w  with -1: wait up to this many milliseconds for a match (exit 1 if none)\n"
 		      "  -r  append the raw netlink replies to RECORD_FILE\n"
@@ -96,18 +108,76 @@ static void print_event(const char *event, const struct tl_sock *s)
 	       "local=%s peer=%s", env.sample_no, event, tl_state_name(s->state),
 	       tl_timer_name(s->timer), s->expires_ms, s->retrans, s->rqueue, s->wqueue,
 	       tl_sock_addr(s, 0, local, sizeof(local)), tl_sock_addr(s, 1, peer, sizeof(peer)));
-	if (s->has_info)
-		printf(" backoff=%u rto_ms=%u total_retrans=%u total_rto=%u", s->info.backoff,
-		       s->info.rto_us / 1000, s->info.total_retrans, s->info.total_rto);
+	if (s->has_info) {
+		const struct tl_tcpinfo *i = &s->info;
+
+		printf(" backoff=%u rto_ms=%u total_retrans=%u total_rto=%u", i->backoff,
+		       i->rto_us / 1000, i->total_retrans, i->total_rto);
+		printf(" snd_wnd=%u rcv_wnd=%u probes=%u ato_us=%u unacked=%u sacked=%u notsent=%u"
+		       " last_send_ms=%u last_recv_ms=%u snd_mss=%u rcv_mss=%u rwnd_limited_us=%" PRIu64
+		       " sndbuf_limited_us=%" PRIu64, i->snd_wnd, i->rcv_wnd, i->probes, i->ato_us,
+		       i->unacked, i->sacked, i->notsent, i->last_data_sent_ms, i->last_data_recv_ms,
+		       i->snd_mss, i->rcv_mss, i->rwnd_limited_us, i->sndbuf_limited_us);
+	}
+	printf(" info_len=%u", s->has_info ? s->info.len : 0);
+	if (s->has_skmem) {
+		const struct tl_skmem *m = &s->skmem;
+
+		printf(" rmem=%u rcvbuf=%u wmem=%u sndbuf=%u fwd=%u wqueued=%u optmem=%u backlog=%u"
+		       " drops=%u", m->rmem, m->rcvbuf, m->wmem, m->sndbuf, m->fwd, m->wqueued,
+		       m->optmem, m->backlog, m->drops);
+	}
 	printf(" inode=%u\n", s->inode);
+}
+
+/* The value of change_names[k] in s. */
+static uint64_t change_value(const struct tl_sock *s, size_t k)
+{
+	const uint64_t v[N_CHANGE] = {
+		s->rqueue, s->wqueue, s->info.snd_wnd, s->info.rcv_wnd, s->info.probes,
+		s->info.unacked, s->info.notsent, s->info.backoff, s->skmem.rmem, s->skmem.wqueued,
+		s->skmem.drops,
+	};
+
+	return v[k];
 }
 
 static int changed(const struct tl_sock *a, const struct tl_sock *b)
 {
-	return a->state != b->state || a->timer != b->timer || a->retrans != b->retrans;
+	size_t k;
+
+	if (a->state != b->state || a->timer != b->timer || a->retrans != b->retrans)
+		return 1;
+	for (k = 0; k < N_CHANGE; k++)
+		if ((env.change_mask & 1u << k) && change_value(a, k) != change_value(b, k))
+			return 1;
+	return 0;
 }
 
-/* Merge the previous and the current sample (both sorted by cookie) and print the differences. */
+/* -c LIST: comma-separated names from change_names[], into env.change_mask.  0, or -1 with
+ * bad and badlen naming the item that is not one (badlen 0: an empty item). */
+static int parse_change(const char *list, const char **bad, size_t *badlen)
+{
+	const char *p = list;
+
+	for (;;) {
+		size_t len = strcspn(p, ","), k;
+
+		for (k = 0; k < N_CHANGE; k++)
+			if (strlen(change_names[k]) == len && strncmp(p, change_names[k], len) == 0)
+				break;
+		if (k == N_CHANGE) {
+			*bad = p;
+			*badlen = len;
+			return -1;
+		}
+		env.change_mask |= 1u << k;
+		if (p[len] == '\0')
+			return 0;
+		p += len + 1;
+	}
+}
+
 static void report_changes(void)
 {
 	const struct sample *p = &env.prev, *c = &env.cur;
@@ -185,9 +255,11 @@ static int add_state(const char *name)
 static void parse_args(int argc, char **argv)
 {
 	int opt;
+	const char *bad;
+	size_t badlen;
 
 	opterr = 0;	/* one line of our own on a bad option, not getopt's plus the usage */
-	while ((opt = getopt(argc, argv, ":1ae46hi:s:p:P:d:w:r:R:")) != -1) {
+	while ((opt = getopt(argc, argv, ":1ae46hc:i:s:p:P:d:w:r:R:")) != -1) {
 		if ((opt == 'r' || opt == 'R') && optarg[0] == '\0')
 			tl_errx(TL_EXIT_USAGE, "-%c needs a file name", opt);
 		switch (opt) {
@@ -201,6 +273,14 @@ static void parse_args(int argc, char **argv)
 			if (add_state(optarg) < 0)
 				tl_errx(TL_EXIT_USAGE, "-s '%s': not a TCP state (e.g. syn-sent)", optarg);
 			break;
+		case 'c':
+			if (parse_change(optarg, &bad, &badlen) == 0)
+				break;
+			if (badlen == 0)
+				tl_errx(TL_EXIT_USAGE, "-c: an empty field name in the list");
+			tl_errx(TL_EXIT_USAGE, "-c: '%.*s' is not a field -c knows (rq wq snd_wnd "
+					"rcv_wnd probes unacked notsent backoff rmem wqueued drops)",
+					(int)(badlen > 40 ? 40 : badlen), bad);
 		case 'p': env.flt.dport = tl_opt_port("-p", optarg); break;
 		case 'P': env.flt.sport = tl_opt_port("-P", optarg); break;
 		case 'd': env.duration_ms = tl_opt_ll("-d", optarg, 1, 86400000LL); break;
