@@ -11,14 +11,17 @@ NS_PREFIX=tcplab
 case ${TCPLAB_BUILD:-build} in /*) TL_BIN=$TCPLAB_BUILD/bin ;; *) TL_BIN=$TOP/${TCPLAB_BUILD:-build}/bin ;; esac
 # shellcheck source=experiments/lib/netns.sh
 . "$TOP/experiments/lib/netns.sh"
+# shellcheck source=experiments/lib/wire.sh
+. "$TOP/experiments/lib/wire.sh"
 # shellcheck source=experiments/lib/runstate.sh
 . "$TOP/experiments/lib/runstate.sh"
 EXIT_FAIL=1 EXIT_USAGE=2 EXIT_SKIP=4
+UNIT_SKIPPED=3	# a collect script's exit status for "cannot run on this kernel" (tl_skip)
 
 usage() {
 	cat <<USAGE
 usage: ./run.sh [--quick] [--all] [--kernel VERSION] [--accel tcg|kvm] [--out DIR]
-                [--allow-foreign-out] [NAME...]
+                [--mtu N] [--allow-foreign-out] [NAME...]
        ./run.sh diff DIR_A DIR_B
        ./run.sh --list | --help
 
@@ -35,14 +38,19 @@ report a .txt for people and a .json for tools, and raw/<unit>/ with what the pr
                    VER is a Debian cloud kernel series: 4.19, or 5.0 .. 9.20 (no Linux major has
                    had more than 21 minors); anything else is refused before apt is touched
   --out DIR        write to DIR instead of outputs/<kernel release>; one run at a time per DIR
+  --mtu N          the MTU of the wire units' veth pair (68..65535) instead of experiments/units'
   --allow-foreign-out  as root, write to a DIR another user owns (refused by default)
   diff A B         compare two output directories through their .json files (exit 1 if they differ)
   --list           print the unit table (experiments/units): sets, durations, limits, needs
 
-Units marked alone=yes (they measure a speed) run by themselves, after the others. A unit still
+Units marked alone=yes (they measure a speed) run by themselves, after the others. A unit whose
+netns is "wire" runs in a client namespace joined to a server namespace by a veth pair
+(192.0.2.1 and .2, docs/wire.md). A unit that cannot run on this kernel (e.g. no sch_netem) is
+reported "skipped", with its reason, and does not fail the run. A unit still
 running at its limit_s is stopped and reported "timed out"; a failed or timed-out unit keeps its
 partial raw/<unit>/ with a status.txt saying why.
-Not root: each unit runs in an unprivileged user+network namespace (unshare -rn) instead.
+Not root: each unit runs in an unprivileged user+network namespace (unshare -rn) instead; a
+unit that needs root (root=yes, a wire, netns 2) is skipped when a set chose it, refused when named.
 Exit status: 0 all units ran and reported, 1 a unit failed, 2 bad usage, 4 skipped (neither
 root nor unprivileged user namespaces).
 USAGE
@@ -67,6 +75,7 @@ EXP=${TCPLAB_EXPERIMENTS:-$TOP/experiments}
 UNITS_FILE=$EXP/units
 UNIT_NAMES=()
 declare -A U_REPORT=() U_SET=() U_QUICK=() U_ALONE=() U_EXPECT=() U_LIMIT=() U_ROOT=() U_NETNS=() U_QEMU=()
+declare -A U_MTU=()	# wire units: the veth pair's MTU (netns "wire" is 1500, "wire:N" is N)
 
 # col NAME VALUE REGEX WANT: unless a column was already found bad, check VALUE against REGEX.
 col() {
@@ -91,9 +100,11 @@ load_units() {
 		col expect_s "$expect" '^[0-9]{1,5}$' "seconds"
 		col limit_s "$limit" '^[1-9][0-9]{0,4}$' "seconds, 1..99999"
 		col root "$root" '^(yes|no)$' "yes or no"
-		col netns "$netns" '^[12]$' "1 or 2"
+		col netns "$netns" '^([12]|wire(:[0-9]+)?)$' "1, 2, wire or wire:MTU"
+		case $netns in wire:*) [ -n "$bad" ] || wire_mtu_ok "${netns#wire:}" ||
+			bad="netns '$netns': the MTU must be 68..65535 (a veth's range)" ;; esac
 		col qemu "$qemu" '^(yes|no)$' "yes or no"
-		[ -n "$bad" ] || [ "$netns:$qemu" != 2:yes ] || bad="netns 2 with qemu yes: the guest gives a unit one namespace"
+		[ -n "$bad" ] || [ "$netns:$qemu" != 2:yes ] || bad="netns 2 with qemu yes: the guest gives a unit one namespace, or a wire (netns wire)"
 		[ -n "$bad" ] || [ -f "$EXP/$name.sh" ] || bad="no collect script $EXP/$name.sh"
 		[ -n "$bad" ] || [ "$report" = - ] || [ -f "$EXP/$report.py" ] || bad="no report $EXP/$report.py"
 		[ -z "$bad" ] || die $EXIT_FAIL "$UNITS_FILE:$n: $bad"
@@ -101,13 +112,14 @@ load_units() {
 		U_REPORT[$name]=$report U_SET[$name]=$set U_QUICK[$name]=$quick U_ALONE[$name]=$alone
 		U_EXPECT[$name]=$expect U_LIMIT[$name]=$limit U_ROOT[$name]=$root U_NETNS[$name]=$netns
 		U_QEMU[$name]=$qemu
+		case $netns in wire) U_MTU[$name]=$WIRE_MTU_DEFAULT ;; wire:*) U_MTU[$name]=${netns#wire:} ;; esac
 	done < "$UNITS_FILE"
 	[ ${#UNIT_NAMES[@]} -gt 0 ] || die $EXIT_FAIL "$UNITS_FILE lists no unit"
 }
 
 # --list: the table, one aligned line per unit under a header.
 list_units() {
-	local u f="%-20s %-17s %-8s %-6s %-6s %8s %8s  %-5s %5s  %s\n"
+	local u f="%-22s %-22s %-8s %-6s %-5s %8s %8s  %-4s %5s  %s\n"
 	# shellcheck disable=SC2059 # one format for the header and the rows
 	printf "$f" unit report set quick alone expect_s limit_s root netns qemu
 	for u in "${UNIT_NAMES[@]}"; do
@@ -147,6 +159,10 @@ ensure_built() {
 		missing+=(libmnl-dev)
 	command -v ip > /dev/null || missing+=(iproute2)
 	command -v strace > /dev/null || missing+=(strace)
+	pkg-config --exists libpcap 2> /dev/null || missing+=(libpcap-dev)
+	# the wire's faults, the ladder pictures (PATH may lack /usr/sbin for a user)
+	PATH=$PATH:/usr/sbin:/sbin command -v nft > /dev/null || missing+=(nftables)
+	command -v mscgen > /dev/null || missing+=(mscgen)
 	[ -x "$PY" ] || missing+=(python3)
 	if [ ${#missing[@]} -gt 0 ]; then
 		[ "$(id -u)" -eq 0 ] || die $EXIT_FAIL "missing ${missing[*]}: run 'make deps' as root"
@@ -185,7 +201,7 @@ is_elf() {
 # unshare and env exec, so the unit's pid is the group's id); its pid goes to UNIT_PID[unit].
 declare -A UNIT_PID=() UNIT_T0=() UNIT_NS=() UNIT_TIMED_OUT=() WHY=()
 start_unit() {
-	local unit=$1 ns="$NS_PREFIX-$$-$RANDOM$RANDOM-$1" ns2=""
+	local unit=$1 ns="$NS_PREFIX-$$-$RANDOM$RANDOM-$1" ns2="" srv="" mtu=""
 	mkdir -p "$TMPDIR_RUN/raw"
 	UNIT_T0[$unit]=$SECONDS
 	UNIT_NS[$unit]=""
@@ -206,11 +222,28 @@ start_unit() {
 		ns2=${ns:0:57}-ns2
 		make_ns "$ns2"
 		UNIT_NS[$unit]="$ns $ns2"
+	elif [ -n "${U_MTU[$unit]:-}" ]; then
+		# the wire: the unit runs in the client namespace; a veth pair joins it to the server's
+		srv=${ns:0:58}-s
+		mtu=${MTU_OPT:-${U_MTU[$unit]}}
+		make_ns "$srv"
+		UNIT_NS[$unit]="$ns $srv"
+		if ! wire_create "$ns" "$srv" "$mtu" 2> "$TMPDIR_RUN/wire-$unit.err"; then
+			# reported as the unit's failure, with wire.sh's reason, like any other
+			mkdir -p "$TMPDIR_RUN/raw/$unit"
+			printf 'failed: cannot make the wire: %s\n' "$(head -n 1 "$TMPDIR_RUN/wire-$unit.err")" \
+				> "$TMPDIR_RUN/raw/$unit/status.txt"
+			(exit 1) &
+			UNIT_PID[$unit]=$!
+			return 0
+		fi
+		rm -f "$TMPDIR_RUN/wire-$unit.err"
 	fi
 	ip netns exec "$ns" setsid env TL_BIN="$TL_BIN" ${TL_QUICK:+TL_QUICK=1} ${ns2:+TL_NS2=$ns2} \
+		${srv:+TL_WIRE=1 TL_NS_SERVER=$srv TL_MTU=$mtu} \
 		sh "$EXP/$unit.sh" "$TMPDIR_RUN/raw/$unit" &
 	UNIT_PID[$unit]=$!
-	log "$unit: started in namespace $ns${ns2:+ (and $ns2)}"
+	log "$unit: started in namespace $ns${ns2:+ (and $ns2)}${srv:+, wired to $srv (veth, MTU $mtu)}"
 }
 
 # signal_unit UNIT SIG: SIG to the whole of a unit: its process group and every process in its
@@ -284,6 +317,19 @@ unit_failed() {
 	log "$unit: $why; partial output in ${OUT#"$TOP"/}/raw/$unit/"
 }
 
+# unit_skipped UNIT WHY: the unit could not run here (tl_skip: e.g. no sch_netem in this kernel);
+# not a failure.  Its raw directory, with status.txt "skipped: WHY", replaces the old one, and
+# its report still runs: a unit that can skip itself has a report that says "not run: WHY".
+unit_skipped() {
+	SKIPPED+=("$1")
+	SKIPPED_RAW+=("$1")
+	WHY[$1]="skipped: $2"
+	mkdir -p "$OUT/raw"
+	rs_install_dir "$TMPDIR_RUN/raw/$1" "$OUT/raw/$1" ||
+		die $EXIT_FAIL "$1: cannot put its raw directory in place"
+	log "$1: skipped: $2"
+}
+
 # Reap one unit and everything it left; on success move its raw directory into place (the old
 # one replaced whole).
 finish_unit() {
@@ -296,6 +342,9 @@ finish_unit() {
 	find "$TMPDIR_RUN/raw/$unit" \( -name "*.err" -empty -o -type p \) -delete 2> /dev/null || true
 	if [ -n "${UNIT_TIMED_OUT[$unit]}" ]; then
 		unit_failed "$unit" "timed out after ${U_LIMIT[$unit]} s"
+	elif [ "$status" -eq "$UNIT_SKIPPED" ] &&
+		grep -q '^skipped: ' "$TMPDIR_RUN/raw/$unit/status.txt" 2> /dev/null; then
+		unit_skipped "$unit" "$(sed -n '1s/^skipped: //p' "$TMPDIR_RUN/raw/$unit/status.txt")"
 	elif [ "$status" -ne 0 ]; then
 		# the collect script's own reason (tl_die writes it), else how it ended
 		why=$(sed -n '1s/^failed: //p' "$TMPDIR_RUN/raw/$unit/status.txt" 2> /dev/null || true)
@@ -329,7 +378,7 @@ run_host() {
 
 run_reports() {
 	local u r seen=" "
-	for u in "${DONE_UNITS[@]}"; do
+	for u in "${DONE_UNITS[@]}" "${SKIPPED_RAW[@]}"; do
 		r=${U_REPORT[$u]}
 		[ "$r" != - ] || continue
 		case $seen in *" $r "*) continue ;; esac
@@ -352,7 +401,7 @@ run_reports() {
 run_vm() {
 	local raw="$TMPDIR_RUN/raw" status=0 release u rc
 	mkdir -p "$raw"
-	TCPLAB_EXPERIMENTS=$EXP rs_run_vm --accel "$ACCEL" "$KERNEL" "$raw" "$@" || status=$?
+	TCPLAB_EXPERIMENTS=$EXP rs_run_vm --accel "$ACCEL" ${MTU_OPT:+--mtu "$MTU_OPT"} "$KERNEL" "$raw" "$@" || status=$?
 	[ "$status" -ne "$EXIT_SKIP" ] || exit "$EXIT_SKIP"
 	release=$(sed -n 's/^kernel=//p' "$raw/vm.txt" 2> /dev/null | head -n 1)
 	[ -n "$release" ] || die $EXIT_FAIL "the guest reported no kernel release (see above)"
@@ -364,6 +413,8 @@ run_vm() {
 		if [ -d "$raw/$u" ] && [ "$rc" = 0 ]; then
 			rs_install_dir "$raw/$u" "$OUT/raw/$u" || die $EXIT_FAIL "$u: cannot put its raw directory in place"
 			DONE_UNITS+=("$u")
+		elif [ -d "$raw/$u" ] && [ "$rc" = "$UNIT_SKIPPED" ] && grep -q '^skipped: ' "$raw/$u/status.txt" 2> /dev/null; then
+			TMPDIR_RUN=${raw%/raw} unit_skipped "$u" "$(sed -n '1s/^skipped: //p' "$raw/$u/status.txt")"
 		else
 			case $rc in
 			timeout) unit_failed "$u" "timed out in the guest (limit_s ${U_LIMIT[$u]} s)" ;;
@@ -387,7 +438,7 @@ kernel_series_ok() {
 
 main() {
 	local quick="" all="" units=() u
-	KERNEL="" ACCEL=tcg OUT="" OUT_SET=""
+	KERNEL="" ACCEL=tcg OUT="" OUT_SET="" MTU_OPT=""
 	if [ "${1:-}" = diff ]; then
 		shift
 		[ $# -eq 2 ] || die $EXIT_USAGE "usage: ./run.sh diff DIR_A DIR_B"
@@ -405,6 +456,8 @@ main() {
 		--accel) [ $# -ge 2 ] || die $EXIT_USAGE "--accel needs tcg or kvm"; ACCEL=$2; accel_set=1; shift ;;
 		--out) [ $# -ge 2 ] || die $EXIT_USAGE "--out needs a directory"; OUT=$2; OUT_SET=1; shift
 			[ -n "$OUT" ] || die $EXIT_USAGE "--out '': want a directory" ;;
+		--mtu) [ $# -ge 2 ] || die $EXIT_USAGE "--mtu needs a number (68..65535)"; MTU_OPT=$2; shift
+			wire_mtu_ok "$MTU_OPT" || die $EXIT_USAGE "--mtu '${MTU_OPT//[![:print:]]/?}': want 68..65535 (a veth's range)" ;;
 		--allow-foreign-out) RS_ALLOW_FOREIGN=1 ;;
 		--) shift; units+=("$@"); break ;;
 		-*) die $EXIT_USAGE "unknown option '$1' (see ./run.sh --help)" ;;
@@ -414,7 +467,7 @@ main() {
 	done
 	load_units
 	if [ -n "$list" ]; then
-		[ -z "$quick$all$KERNEL$accel_set$OUT_SET" ] && [ ${#units[@]} -eq 0 ] ||
+		[ -z "$quick$all$KERNEL$accel_set$OUT_SET$MTU_OPT" ] && [ ${#units[@]} -eq 0 ] ||
 			die $EXIT_USAGE "--list takes no other argument"
 		list_units
 		exit 0
@@ -437,10 +490,18 @@ main() {
 	if [ ${#units[@]} -gt 0 ] && [ -n "$all" ]; then
 		die $EXIT_USAGE "--all selects the units: name none with it"
 	fi
+	local named=""
+	[ ${#units[@]} -eq 0 ] || named=1
+	FAILED=() DONE_UNITS=() SKIPPED=() SKIPPED_RAW=()
 	if [ ${#units[@]} -eq 0 ]; then
 		select_units "$all" "$quick"
 		units=("${SELECTED[@]}")
 		[ ${#units[@]} -gt 0 ] || die $EXIT_USAGE "no unit to run"
+	fi
+	if [ -n "$MTU_OPT" ]; then
+		local wired=""
+		for u in "${units[@]}"; do [ -z "${U_MTU[$u]:-}" ] || wired=1; done
+		[ -n "$wired" ] || die $EXIT_USAGE "--mtu $MTU_OPT: none of these units runs on the wire (netns wire in experiments/units)"
 	fi
 	[ -n "$quick" ] && export TL_QUICK=1
 	NS_MODE=netns
@@ -448,21 +509,31 @@ main() {
 		IP=$(PATH=$PATH:/usr/sbin:/sbin command -v ip) && unshare -rn true 2> /dev/null ||
 			die $EXIT_SKIP "needs root, or unprivileged user namespaces (unshare -rn) for network namespaces"
 		NS_MODE=userns
+		local can=()
 		for u in "${units[@]}"; do
-			[ "${U_ROOT[$u]}" = no ] && [ "${U_NETNS[$u]}" = 1 ] ||
-				die $EXIT_SKIP "$u needs root (root=yes or netns=2 in experiments/units)"
+			if [ "${U_ROOT[$u]}" = no ] && [ "${U_NETNS[$u]}" = 1 ]; then
+				can+=("$u")
+			elif [ -n "$named" ]; then
+				die $EXIT_SKIP "$u needs root (root=yes, or netns ${U_NETNS[$u]} in experiments/units)"
+			else	# chosen by a set: the others still run, this one is said skipped
+				SKIPPED+=("$u")
+				WHY[$u]="skipped: needs root (root=yes, or netns ${U_NETNS[$u]} in experiments/units)"
+				log "$u: skipped: not root, and it needs root (root=yes, or netns ${U_NETNS[$u]})"
+			fi
 		done
+		[ ${#can[@]} -gt 0 ] || die $EXIT_SKIP "every unit selected needs root"
+		units=("${can[@]}")
 	fi
 	rs_start
 	ensure_built
-	FAILED=() DONE_UNITS=()
 	local t0=$SECONDS
 	log "running ${units[*]}${KERNEL:+ in Debian kernel $KERNEL ($ACCEL)}"
 	if [ -n "$KERNEL" ]; then run_vm "${units[@]}"; else run_host "${units[@]}"; fi
 	run_reports
-	local failed="" f
+	local failed="" skipped="" f
 	for f in "${FAILED[@]}"; do failed="$failed${failed:+; }$f: ${WHY[$f]}"; done
-	log "finished in $((SECONDS - t0)) s: ${#DONE_UNITS[@]} unit(s) ran, ${#FAILED[@]} failed${failed:+ ($failed)}; outputs in ${OUT#"$TOP"/}/"
+	for f in "${SKIPPED[@]}"; do skipped="$skipped${skipped:+; }$f: ${WHY[$f]#skipped: }"; done
+	log "finished in $((SECONDS - t0)) s: ${#DONE_UNITS[@]} unit(s) ran, ${#FAILED[@]} failed${failed:+ ($failed)}${skipped:+, ${#SKIPPED[@]} skipped ($skipped)}; outputs in ${OUT#"$TOP"/}/"
 	[ ${#FAILED[@]} -eq 0 ] || exit $EXIT_FAIL
 }
 

@@ -7,6 +7,7 @@
 TL_BIN=${TL_BIN:-$(cd "$(dirname "$0")/../build/bin" 2>/dev/null && pwd)}
 TL_PIDS=""
 TL_UNIT=${TL_UNIT:-$(basename "$0" .sh)}
+TL_LIB=$(dirname "$0")/lib
 
 tl_log() {
 	printf '[%s] %s\n' "$TL_UNIT" "$*" >&2
@@ -71,6 +72,14 @@ tl_init() {
 		case $_p in *.tmp) continue ;; esac	# a link the Makefile has not renamed yet
 		[ ! -f "$_p" ] || tl_elf "$_p" || tl_die "$_p is not an executable program (run make)"
 	done
+	if [ -n "${TL_WIRE:-}" ]; then
+		[ -n "${TL_NS_SERVER:-}" ] && [ -e "/run/netns/$TL_NS_SERVER" ] ||
+			tl_die "TL_WIRE is set but the server namespace '${TL_NS_SERVER:-}' does not exist"
+		# shellcheck source=experiments/lib/wire.sh
+		. "$TL_LIB/wire.sh"
+		TL_CLIENT_ADDR=$WIRE_CLIENT_ADDR TL_SERVER_ADDR=$WIRE_SERVER_ADDR
+		TL_CLIENT_IF=$WIRE_CLIENT_IF TL_SERVER_IF=$WIRE_SERVER_IF
+	fi
 	trap 'tl_cleanup' EXIT
 	trap 'tl_cleanup; exit 130' INT
 	trap 'tl_cleanup; exit 143' TERM
@@ -91,14 +100,27 @@ tl_bg() {
 # tl_wait_line PID FILE PATTERN TIMEOUT_S: poll FILE until a line matches PATTERN (grep -E).
 # Fails when PID exits first or TIMEOUT_S passes; the failing program's stderr is shown.
 tl_wait_line() {
-	_pid=$1 _file=$2 _pat=$3 _left=$(($4 * 100))
-	while ! grep -Eq "$_pat" "$_file" 2>/dev/null; do
+	tl_wait_count "$1" "$2" "$3" 1 "$4"
+}
+
+# tl_wait_count PID FILE PATTERN COUNT TIMEOUT_S: poll FILE (every 10 ms, up to TIMEOUT_S)
+# until COUNT of its lines match the extended regex PATTERN, while PID runs; tl_die if PID
+# ends first or the time runs out.  A program that prints the lines and exits between one
+# look and the next has still printed them: FILE is read once more after PID is seen gone.
+tl_wait_count() {
+	_pid=$1 _file=$2 _pat=$3 _want=$4 _left=$(($5 * 100)) _what=""
+	[ "$4" -eq 1 ] || _what=" $4 lines of"
+	while :; do
+		_got=$(grep -Ec "$_pat" "$_file" 2>/dev/null) || [ -n "$_got" ] || _got=0
+		[ "$_got" -lt "$_want" ] || return 0
 		if ! tl_running "$_pid"; then
+			_got=$(grep -Ec "$_pat" "$_file" 2>/dev/null) || [ -n "$_got" ] || _got=0
+			[ "$_got" -lt "$_want" ] || return 0
 			cat "$_file.err" >&2 2>/dev/null
-			tl_die "$(basename "$_file" .txt) exited before '$_pat'"
+			tl_die "$(basename "$_file" .txt) exited before$_what '$_pat'"
 		fi
 		_left=$((_left - 1))
-		[ "$_left" -gt 0 ] || tl_die "no '$_pat' in $_file after $4 s"
+		[ "$_left" -gt 0 ] || tl_die "no$_what '$_pat' in $_file after $5 s"
 		sleep 0.01
 	done
 }
@@ -236,4 +258,170 @@ tl_unwatch() {
 		grep '^t_s=' "$_wout" | tail -n 1 | grep -q ' event=gone ' ||
 			tl_die "sockwatch ended before its sockets were gone (stopped from outside?)"
 	fi
+}
+
+# ---- the wire (units whose netns is "wire" in experiments/units; docs/wire.md) ---------------
+# The collect script runs in the client namespace; TL_NS_SERVER names the server's.  The
+# addresses and interfaces: TL_CLIENT_ADDR/TL_CLIENT_IF here, TL_SERVER_ADDR/TL_SERVER_IF there.
+
+# tl_srv CMD...: CMD in the server namespace (nsenter execs it: the pid is CMD's).
+tl_srv() {
+	nsenter --net="/run/netns/$TL_NS_SERVER" "$@"
+}
+
+# tl_wire_init RAWDIR: tl_init for a wire unit: the unit must run on the wire, and the machine
+# probe describes each side (its links as run.sh made them, before the unit's faults or netem):
+# raw/machine.txt (this, the client's namespace) and raw/machine-server.txt.
+tl_wire_init() {
+	tl_init "$1"
+	[ -n "${TL_WIRE:-}" ] || tl_die "$TL_UNIT needs the wire (netns 'wire' in experiments/units)"
+	"$TL_BIN/machine" > "$RAW/machine.txt" || tl_die "machine failed"
+	tl_srv "$TL_BIN/machine" > "$RAW/machine-server.txt" || tl_die "machine (server side) failed"
+}
+
+# tl_both_counters_before PREFIX: a counters snapshot on each side, each read in its own
+# namespace: raw/PREFIXcounters-before.txt (the client) and PREFIXserver-counters-before.txt.
+tl_both_counters_before() {
+	"$TL_BIN/counters" > "$RAW/$1counters-before.txt" || tl_die "counters failed"
+	tl_srv "$TL_BIN/counters" > "$RAW/$1server-counters-before.txt" ||
+		tl_die "counters (server side) failed"
+}
+
+# tl_both_counters_after PREFIX CLIENT_KEEP SERVER_KEEP: each side's delta since its snapshot,
+# the counters named always printed (counters -k): PREFIXcounters-delta.txt and
+# PREFIXserver-counters-delta.txt.
+tl_both_counters_after() {
+	"$TL_BIN/counters" -d "$RAW/$1counters-before.txt" -k "$2" > "$RAW/$1counters-delta.txt" ||
+		tl_die "counters failed"
+	tl_srv "$TL_BIN/counters" -d "$RAW/$1server-counters-before.txt" -k "$3" \
+		> "$RAW/$1server-counters-delta.txt" || tl_die "counters (server side) failed"
+}
+
+# tl_srv_listener OUT ARGS...: a listener fixture in the server namespace, polled until `ready`.
+tl_srv_listener() {
+	_lout=$1
+	shift
+	tl_bg "$_lout" nsenter --net="/run/netns/$TL_NS_SERVER" "$TL_BIN/listener" "$@"
+	TL_LISTENER=$TL_LAST
+	tl_wait_line "$TL_LISTENER" "$_lout" '^ready ' 5
+}
+
+# tl_side SIDE: the namespace (wire_in's name; "-" is this one) and interface of client|server,
+# in _sns and _sif.
+tl_side() {
+	case $1 in
+	client) _sns=- _sif=$TL_CLIENT_IF ;;
+	server) _sns=$TL_NS_SERVER _sif=$TL_SERVER_IF ;;
+	*) tl_die "side '$1': want client or server" ;;
+	esac
+}
+
+# tl_sysctls "LIST" [CMD...]: net.X.Y=VALUE for each sysctl of LIST (paths under /proc/sys/net,
+# e.g. ipv4/tcp_fin_timeout), read through CMD (tl_srv: in the server's namespace; none: this
+# one), blanks squeezed (ip_local_port_range is tab-separated); VALUE "absent" where this kernel
+# has no such file.  The flat form every report reads (tcplab.read_sysctl_file).
+tl_sysctls() {
+	_list=$1
+	shift
+	for _s in $_list; do
+		_v=$("$@" cat "/proc/sys/net/$_s" 2>/dev/null) || _v=absent
+		echo "net.$(echo "$_s" | tr / .)=$(echo "$_v" | tr -s ' \t' '  ')"
+	done
+}
+
+# tl_in SIDE CMD...: CMD on that side.
+tl_in() {
+	tl_side "$1"
+	shift
+	wire_in "$_sns" "$@"
+}
+
+# tl_fault SIDE HOOK ACTION MATCH...: one nft rule on that side (wire.sh's wire_fault: the actions
+# and why they are count-based).  The ruleset as now loaded goes to raw/nft-SIDE.txt; a rule nft
+# refuses ends the unit with nft's own error.
+tl_fault() {
+	_fside=$1
+	shift
+	tl_side "$_fside"
+	tl_log "fault on the $_fside side: $*"
+	_ferr=$(wire_fault "$_sns" "$@" 2>&1) || tl_die "${_ferr#wire: }"
+	tl_in "$_fside" nft list ruleset > "$RAW/nft-$_fside.txt" || tl_die "nft list ruleset failed"
+}
+
+# tl_fault_clear SIDE: that side's rules removed (a held packet flow released).
+tl_fault_clear() {
+	tl_log "faults on the $1 side removed"
+	tl_side "$1"
+	wire_fault_clear "$_sns" || tl_die "no nft table to remove on the $1 side"
+}
+
+# tl_netem SIDE ARGS...: netem as the root qdisc of that side's veth end (wire.sh's wire_netem);
+# on a kernel without sch_netem the unit is skipped, with the reason.
+tl_netem() {
+	_nside=$1
+	shift
+	tl_side "$_nside"
+	tl_log "netem on the $_nside side: $*"
+	_nrc=0
+	_nerr=$(wire_netem "$_sns" "$_sif" "$@" 2>&1) || _nrc=$?
+	case $_nrc in
+	0) ;;
+	3) tl_skip "${_nerr#wire: }" ;;
+	*) tl_die "${_nerr#wire: }" ;;
+	esac
+}
+
+# tl_skip WHY: this unit cannot run on this kernel; run.sh reports it skipped, not failed.
+tl_skip() {
+	tl_log "skipped: $*"
+	echo "skipped: $*" > "$RAW/status.txt"
+	exit 3
+}
+
+# tl_wire_record: raw/wire.txt: each side's link, addresses, qdiscs and nft ruleset with its
+# counters, as the kernel shows them at this point (call it at the end).
+tl_wire_record() {
+	{
+		for _wside in client server; do
+			tl_side "$_wside"
+			echo "## $_wside side ($_sif)"
+			wire_record "$_sns" "$_sif"
+		done
+	} > "$RAW/wire.txt" 2> "$RAW/wire.txt.err" || tl_die "recording the wire failed: $(head -n 1 "$RAW/wire.txt.err")"
+	rm -f "$RAW/wire.txt.err"
+}
+
+# ---- the capture (probes/capture.c; docs/capture.md) -----------------------------------------
+
+# tl_capture [-s] NAME IFACE PORT [ARGS...]: capture on IFACE into raw/NAME.pcap, its lines into
+# raw/NAME.txt, in this namespace or, with -s, in the server's (nsenter execs capture: the pid
+# is its own); polled until its ready line, so no packet after this is missed.  Its pid and
+# output file are left in TL_CAPTURE and TL_CAPTURE_OUT (for tl_uncapture).
+tl_capture() {
+	_cvia=""
+	if [ "$1" = -s ]; then
+		_cvia="nsenter --net=/run/netns/$TL_NS_SERVER"
+		shift
+	fi
+	_cname=$1 _cif=$2 _cport=$3
+	shift 3
+	# shellcheck disable=SC2086 # _cvia is a command prefix or empty
+	tl_bg "$RAW/$_cname.txt" $_cvia "$TL_BIN/capture" -i "$_cif" -p "$_cport" \
+		-w "$RAW/$_cname.pcap" "$@"
+	TL_CAPTURE=$TL_LAST
+	TL_CAPTURE_OUT=$RAW/$_cname.txt
+	tl_wait_line "$TL_CAPTURE" "$TL_CAPTURE_OUT" '^ready ' 5
+}
+
+# tl_uncapture [PID OUT]: stop the capture (the last tl_capture's, or PID writing OUT; SIGTERM:
+# it drains, flushes the .pcap and prints its end line); the end line must be there and say
+# libpcap dropped nothing.
+tl_uncapture() {
+	[ $# -eq 0 ] || { TL_CAPTURE=$1 TL_CAPTURE_OUT=$2; }
+	tl_stop "$TL_CAPTURE"
+	_cend=$(grep '^end ' "$TL_CAPTURE_OUT") || tl_die "capture $TL_CAPTURE_OUT has no end line"
+	case " $_cend " in
+	*" dropped=0 "*) ;;
+	*) tl_die "capture lost packets (libpcap): $_cend" ;;
+	esac
 }

@@ -177,6 +177,18 @@ rs_reap_record() {
 	echo "$nns $nproc $kept"
 }
 
+# rs_pid_alive RECORD: whether the run.sh of RECORD (its pid= line) still exists.  A SIGKILLed
+# run's lock holder dies of its parent-death signal a moment after run.sh: until then the lock
+# looks taken although the run is gone (seen by the interrupt test under load), so the reaper
+# waits for it then.  A pid from another PID namespace may not exist here either: then the wait
+# simply ends at its bound and the record is left alone, as before.
+rs_pid_alive() {
+	local pid
+	pid=$(sed -n 's/^pid=//p' "$1" 2> /dev/null | head -n 1)
+	[[ $pid =~ ^[1-9][0-9]*$ ]] || return 0
+	kill -0 "$pid" 2> /dev/null
+}
+
 # What runs that are gone left behind: for each record whose lock is free, its namespaces and
 # processes; then the temporary files in our output directory (ours alone, by its lock) and in
 # every other outputs/*/ whose lock is free.  Says what it removed.
@@ -185,7 +197,7 @@ rs_reap_stale() {
 	for f in "$RS_STATE"/run.*; do
 		[ -f "$f" ] && [ ! -L "$f" ] && [ "$f" != "$RS_RECORD" ] || continue
 		{ exec {fd}< "$f"; } 2> /dev/null || continue
-		if flock -n "$fd"; then
+		if flock -n "$fd" || { ! rs_pid_alive "$f" && flock -w 2 "$fd"; }; then
 			r=($(rs_reap_record "$f"))
 			nns=$((nns + r[0]))
 			nproc=$((nproc + r[1]))
@@ -362,6 +374,9 @@ rs_on_exit() {
 		tl_netns_delete "$ns"
 	done
 	[ -z "$TMPDIR_RUN" ] || rm -rf -- "$TMPDIR_RUN"
+	# a report killed outright (SIGKILL to the group) leaves .NAME.XXXX.tmp-PID; every process
+	# of this run is gone now, and the lock on $OUT is still ours
+	[ -z "$RS_RECORD" ] || [ -z "$OUT" ] || rs_reap_tmp "$OUT"
 	[ -z "$RS_RECORD" ] || rm -f -- "$RS_RECORD"
 	# gone before run.sh exits, so the next run finds the locks free
 	for pid in "${RS_HOLDERS[@]}"; do kill -KILL "$pid" 2> /dev/null; wait "$pid" 2> /dev/null; done

@@ -1,17 +1,21 @@
 #!/bin/bash
 # experiments/lib/vm.sh — run tcplab experiment units inside a Debian cloud kernel booted under QEMU.
 #
-# usage: experiments/lib/vm.sh [-v] [--accel tcg|kvm] [--timeout S] VERSION RAWROOT UNIT...
+# usage: experiments/lib/vm.sh [-v] [--accel tcg|kvm] [--timeout S] [--mtu N] VERSION RAWROOT UNIT...
 #
 # Fetches the newest linux-image-VERSION.*-cloud-amd64-unsigned .deb with apt-get download into a
 # cache outside the clone (TCPLAB_CACHE, default /var/cache/tcplab), unpacks it with dpkg-deb -x
 # (never installs it), builds an initramfs (busybox-static, build/bin with the shared libraries
 # ldd names, experiments/*.sh, inet_diag + tcp_diag and boot/config-* from the same package,
 # experiments/lib/initramfs/init), boots it under QEMU, and unpacks what each unit wrote into RAWROOT/UNIT/
-# as a host run would.  Writes RAWROOT/vm.txt (key=value: accel, kernel release, boot time,
+# as a host run would.  When a unit's netns is wire or wire:MTU (experiments/units), the guest
+# also gets the wire: iproute2's ip and tc, nft, experiments/lib/wire.sh and the modules veth,
+# nf_tables, the nft expressions wire.sh uses and sch_netem (WIRE_MODULES); --mtu N overrides
+# the table's MTU for every wire unit, as run.sh --mtu does on the host.  Writes RAWROOT/vm.txt (key=value: accel, kernel release, boot time,
 # status) and RAWROOT/vm-console.log.
 #
-# Exit: 0 every unit ran and exited 0; 1 a unit failed or the guest died; 2 usage;
+# Exit: 0 every unit ran and exited 0, or skipped itself (exit 3, status.txt "skipped: WHY");
+#       1 a unit failed or the guest died; 2 usage;
 #       3 the guest timed out (partial output kept, vm.txt status=timeout);
 #       4 skip: qemu, busybox-static, KVM or the kernel package cannot be had.
 # docs/kernel-matrix.md explains the choices and the measurements behind the defaults.
@@ -25,12 +29,30 @@ case $BUILD in /*) BINDIR=$BUILD/bin ;; *) BINDIR=$TOP/$BUILD/bin ;; esac
 PROG=vm.sh
 # shellcheck source=experiments/lib/runstate.sh
 . "$TOP/experiments/lib/runstate.sh"	# rs_reap_vm_dirs
+# shellcheck source=experiments/lib/wire.sh
+. "$TOP/experiments/lib/wire.sh"	# wire_mtu_ok; shipped to the guest for wire units
 EXPDIR=${TCPLAB_EXPERIMENTS:-$TOP/experiments}	# tests point this at units of their own
 MODULES=(inet_diag tcp_diag)	# what sock_diag needs; the debs carry no modules.dep
+# What the wire needs (wire.sh): the veth pair; nf_tables with numgen (drop-first/drop-nth) and
+# reject (ICMP errors, TCP RST; nft_reject_inet pulls nf_reject_ipv4/ipv6 and nft_reject in by
+# its depends=); sch_netem.  counter and the inet family are built into nf_tables.ko (6.1:
+# CONFIG_NF_TABLES_INET=y, no nft_counter.ko).  Loaded only when a wire unit is selected.
+WIRE_MODULES=(veth nf_tables nft_numgen nft_reject_inet sch_netem)
+# The wire's tools, the host's own, in the guest's /bin: iproute2's ip and tc (busybox's ip cannot
+# make a veth pair or a named namespace, its tc has no netem), nft, util-linux's nsenter, and
+# dash, which runs the wire units; and iproute2's ss, which wire units use to cross-check
+# sock_diag (busybox has no ss).  Debian's busybox-static is built with FEATURE_SH_STANDALONE
+# and FEATURE_PREFER_APPLETS: its ash, and every busybox applet that runs a program (nsenter,
+# timeout, unshare), runs its own applet of that name before looking at PATH, so under busybox
+# `ip` is busybox's ip whatever /bin/ip is.  dash and util-linux's nsenter go by PATH.
+WIRE_TOOLS=(ip tc ss nft nsenter dash)
 MEMORY_MB=512
 
 ACCEL=tcg			# measured: nested KVM here is slower than TCG or fails (see docs)
 TIMEOUT=""
+MTU_OPT=""
+MTU_SET=""
+WIRE=""
 VERBOSE=0
 WORK=""
 QEMU_PID=""
@@ -38,7 +60,7 @@ TIMEOUT_PID=""
 START_NS=0
 
 usage() {
-	echo "usage: experiments/lib/vm.sh [-v] [--accel tcg|kvm] [--timeout S] VERSION RAWROOT UNIT..."
+	echo "usage: experiments/lib/vm.sh [-v] [--accel tcg|kvm] [--timeout S] [--mtu N] VERSION RAWROOT UNIT..."
 }
 
 # One line on stderr, then exit: $1 is the status, the rest the message.
@@ -91,6 +113,8 @@ parse_args() {
 		--accel=*) ACCEL=${1#*=}; shift ;;
 		--timeout) [ $# -ge 2 ] || fail 2 "--timeout needs seconds"; TIMEOUT=$2; shift 2 ;;
 		--timeout=*) TIMEOUT=${1#*=}; shift ;;
+		--mtu) [ $# -ge 2 ] || fail 2 "--mtu needs a number (68..65535)"; MTU_OPT=$2; MTU_SET=1; shift 2 ;;
+		--mtu=*) MTU_OPT=${1#*=}; MTU_SET=1; shift ;;
 		-v) VERBOSE=1; shift ;;
 		-h|--help) usage; exit 0 ;;
 		--) shift; break ;;
@@ -108,11 +132,20 @@ parse_args() {
 		fail 2 "--timeout: '$TIMEOUT' is not a number of seconds in 1..99999"
 	fi
 	[[ $VERSION =~ ^[0-9]+\.[0-9]+$ ]] || fail 2 "VERSION: '$VERSION' is not like 6.1 or 6.12"
-	local u
+	if [ -n "$MTU_SET" ] && ! wire_mtu_ok "$MTU_OPT"; then
+		fail 2 "--mtu: '$MTU_OPT' is not an MTU in 68..65535 (a veth's range)"
+	fi
+	local u netns
 	for u in "${UNITS[@]}"; do
 		[[ $u =~ ^[A-Za-z0-9][A-Za-z0-9._-]*$ ]] || fail 2 "unit name '$u' is not a plain name"
 		[ -f "$EXPDIR/$u.sh" ] || fail 2 "no $EXPDIR/$u.sh"
 		[ -n "$(unit_limit "$u")" ] || fail 2 "$u: no line in $EXPDIR/units"
+		netns=$(unit_netns "$u")
+		case $netns in
+		1) ;;
+		wire | wire:[1-9]*) WIRE=1 ;;
+		*) fail 2 "$u: netns '$netns' cannot run in the guest (1, wire or wire:MTU)" ;;
+		esac
 	done
 }
 
@@ -124,6 +157,12 @@ check_tools() {
 	for t in cpio gzip xz dpkg-deb apt-cache apt-get flock ldd; do
 		command -v "$t" >/dev/null || skip "$t not found (make deps-kernel)"
 	done
+	if [ -n "$WIRE" ]; then
+		for t in "${WIRE_TOOLS[@]}"; do
+			PATH=$PATH:/usr/sbin:/sbin command -v "$t" >/dev/null ||
+				skip "$t not found: a wire unit needs iproute2 and nftables in the guest (make deps)"
+		done
+	fi
 	if [ "$ACCEL" = kvm ] && { ! [ -r /dev/kvm ] || ! [ -w /dev/kvm ]; }; then
 		skip "--accel kvm: /dev/kvm is not usable here"
 	fi
@@ -271,6 +310,11 @@ unit_limit() {
 	awk -v u="$1" '$1 == u && $7 ~ /^[1-9][0-9]*$/ { print $7; exit }' "$EXPDIR/units" 2>/dev/null
 }
 
+# A unit's netns, the 9th column of its line in the unit table: 1, 2, wire or wire:MTU.
+unit_netns() {
+	awk -v u="$1" '$1 == u { print $9; exit }' "$EXPDIR/units" 2>/dev/null
+}
+
 # Sum of the units' bounds (limit_s in the unit table).
 units_duration() {
 	local u total=0
@@ -280,11 +324,18 @@ units_duration() {
 	echo "$total"
 }
 
-# The guest's unit list: UNIT:LIMIT_S words, so init bounds each unit as run.sh does on the host.
+# The guest's unit list: UNIT:LIMIT_S:NETNS words, so init bounds each unit as run.sh does on
+# the host and gives it the namespaces it asks for; NETNS is 1 or wire:MTU (the MTU resolved:
+# --mtu, else the table's, else wire.sh's 1500).
 guest_units() {
-	local u out=""
+	local u out="" netns
 	for u in "${UNITS[@]}"; do
-		out="$out $u:$(unit_limit "$u")"
+		netns=$(unit_netns "$u")
+		case $netns in
+		wire) netns=wire:${MTU_OPT:-1500} ;;
+		wire:*) netns=wire:${MTU_OPT:-${netns#wire:}} ;;
+		esac
+		out="$out $u:$(unit_limit "$u"):$netns"
 	done
 	echo "${out# }"
 }
@@ -316,6 +367,15 @@ build_initramfs() {
 	done
 	cp "$EXPDIR"/*.sh "$DEST/tcplab/experiments/"
 	cp "$EXPDIR"/lib/collect.sh "$DEST/tcplab/experiments/lib/"
+	if [ -n "$WIRE" ]; then
+		# the real tools replace busybox's applets of the same name in /bin
+		for a in "${WIRE_TOOLS[@]}"; do
+			rm -f "$DEST/bin/$a"
+			copy_with_libs "$(PATH=$PATH:/usr/sbin:/sbin command -v "$a")" "$DEST/bin"
+		done
+		# the same wire code as the host's (run.sh and collect.sh source it)
+		cp "$EXPDIR/lib/wire.sh" "$DEST/tcplab/experiments/lib/"
+	fi
 	# The package's own config, where the machine probe looks for CONFIG_HZ on any system.
 	if [ -f "$KDIR/boot/config-$RELEASE" ]; then
 		mkdir -p "$DEST/boot"
@@ -325,6 +385,11 @@ build_initramfs() {
 	for a in "${MODULES[@]}"; do
 		module_add "$a"
 	done
+	if [ -n "$WIRE" ]; then
+		for a in "${WIRE_MODULES[@]}"; do
+			module_add "$a"
+		done
+	fi
 	install -m 0755 "$TOP/experiments/lib/initramfs/init" "$DEST/init"
 	{
 		echo "TL_UNITS='$(guest_units)'"
@@ -425,6 +490,9 @@ judge() {
 	for u in "${UNITS[@]}"; do
 		case ${UNIT_RC[$u]} in
 		0) ;;
+		3)	# tl_skip: this kernel cannot run the unit; run.sh reports it skipped
+			grep -q '^skipped: ' "$RAWROOT/$u/status.txt" 2>/dev/null ||
+				{ [ "$STATUS" = ok ] && STATUS=failed; } ;;
 		timeout) STATUS=timeout ;;
 		*) [ "$STATUS" = ok ] && STATUS=failed ;;
 		esac
