@@ -6,6 +6,7 @@ import re
 import sys
 
 import tcplab as t  # noqa: E402
+import tcplab_pkt as pkt  # noqa: E402
 
 NAME = "p01-strace"
 UNIT = "p01-strace"
@@ -30,7 +31,54 @@ def read_part(rawdir, part):
     return {"result": result, "errno": c.str("errno") if result == "error" else None,
             "elapsed_s": c.float("elapsed_s", 0, 86400),
             "timeout_ms": c.int("timeout_ms", default=None),
-            "dest": strace_dest(syscalls), "syscalls": syscalls}
+            "dest": strace_dest(syscalls), "syscalls": syscalls,
+            # where the packets and the client's own moments meet (not in the JSON)
+            "_at": {"start_ns": c.int("start_ns"), "end_ns": c.int("end_ns", c.int("start_ns")),
+                    "closed_ns": c.int("closed_ns", c.int("start_ns"), default=None),
+                    "local": c.str("local", None)}}
+
+
+# the connections to the listener, as the capture (on the listener's port) sees them
+CAPTURED = (("block", "block: blocking connect(), held, then the client killed (SIGTERM)"),
+            ("cc", "cc: create_connection-style, close() once connected"))
+
+
+def conn_packets(cap, part, r, name):
+    """One client's segments, beside the moments its own clock saw, as ladder rows."""
+    at = r["_at"]
+    segs = pkt.conn_packets(cap, at["local"]) if at["local"] else []
+    said = "connect() returned" if part == "block" else "poll() and SO_ERROR said"
+    notes = [(at["end_ns"], f"client: {said} {r['errno'] or r['result']}")]
+    if at["closed_ns"] is not None:
+        notes.append((at["closed_ns"], "client: close() returned"))
+    return {"segments": len(segs), "flags": [p["flags"] for p in segs],
+            "ladder": [{"sep": name}] + pkt.ladder_rows(segs, at["start_ns"], notes)}
+
+
+def capture_part(outdir, rawdir, parts, listener, obj, made):
+    """The packets of the two connections to the listener (.txt lines, the ladder svg), or a
+    line saying there was no capture (a raw directory collected before the capture probe)."""
+    cap = pkt.read_capture(os.path.join(rawdir, "capture.txt"), optional=True)
+    obj["capture"] = None
+    for r in obj["parts"].values():
+        r["packets"] = None
+    if cap is None:
+        return [f"packets: not captured (no raw/{UNIT}/capture.txt: collected before the capture "
+                "probe)"]
+    lines = ["packets (t in ms from each client's connect(); the capture filters the "
+             "listener's port, so the refused connect() is not in it):"]
+    lines += pkt.capture_notes(cap, f"raw/{UNIT}/capture.txt (.pcap beside it)")
+    rows = []
+    for part, name in CAPTURED:
+        p = conn_packets(cap, part, parts[part], name)
+        obj["parts"][part]["packets"] = p
+        rows += p["ladder"]
+    dest = f"{listener['addr']}:{listener['port']}"
+    obj["capture"] = pkt.capture_json(cap)
+    obj["capture"]["ladder_svg"], said = pkt.ladder_svg(
+        outdir, f"{NAME}-ladder.svg", rows, f"client {listener['addr']}", f"server {dest}", made)
+    return lines + ["", f"ladder (client {listener['addr']}:<port>, server {dest}; the svg "
+                    "beside this file):"] + pkt.ladder_text(rows, notes_title="the client") + [said]
 
 
 def titles(parts, listener):
@@ -89,9 +137,15 @@ def build(rawroot, outdir):
            "port": listener.int("port", 1, 65535), "addr": listener["addr"],
            "backlog": listener.int("backlog")}
     obj.update({k: parts["block"][k] for k in ("result", "errno", "elapsed_s")})
-    obj["parts"] = {p: {k: v for k, v in r.items() if k != "timeout_ms"} for p, r in parts.items()}
+    obj["parts"] = {p: {k: v for k, v in r.items() if k not in ("timeout_ms", "_at")}
+                    for p, r in parts.items()}
     obj["sockets"] = socks
-    t.write_outputs(outdir, NAME, lines, obj)
+    made = {}
+    try:
+        lines += capture_part(outdir, rawdir, parts, listener, obj, made)
+        t.write_outputs(outdir, NAME, lines, obj, made)
+    finally:
+        pkt.drop_made(made)
 
 
 if __name__ == "__main__":

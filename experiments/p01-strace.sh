@@ -31,6 +31,8 @@ traced() {
 }
 
 tl_listener "$RAW/listener.txt" -p 21010 -b 8 -m never
+# the packets of the two connections to the listener (block, cc), until the listener is gone
+tl_capture capture lo 21010
 tl_log "blocking connect to 21010 (listener never accepts)"
 if [ -n "$TRACE" ]; then
 	tl_bg "$RAW/block-client.txt" $TRACE "$RAW/block.strace" "$TL_BIN/connect_block" -p 21010 -H
@@ -56,3 +58,4 @@ tl_fg "$RAW/refused-client.txt" traced "$RAW/refused" "$TL_BIN/connect_block" -p
 tl_log "create_connection-style connect to 21010, poll() timeout 2000 ms"
 tl_fg "$RAW/cc-client.txt" traced "$RAW/cc" "$TL_BIN/connect_timeout" -p 21010 -t 2000 -m close
 tl_stop "$TL_LISTENER"
+tl_uncapture

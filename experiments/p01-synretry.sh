@@ -7,9 +7,13 @@ tl_init "$1"
 PORT=21013
 SYNCNT=${TL_SYNCNT-2}
 KEEP="TcpExtListenOverflows,TcpExtListenDrops,TcpExtTCPSynRetrans,TcpAttemptFails,TcpActiveOpens"
+KEEP="$KEEP,TcpOutSegs,TcpRetransSegs"
 
 "$TL_BIN/machine" > "$RAW/machine.txt" || tl_die "machine failed"
 tl_listener "$RAW/listener.txt" -p "$PORT" -m full
+# the capture starts after the listener's own connection (which fills its queue) and is ready
+# before the client's first SYN
+tl_capture capture lo "$PORT"
 "$TL_BIN/counters" > "$RAW/counters-before.txt" || tl_die "counters failed"
 
 tl_watch "$RAW/sockwatch.txt" -4 -e -s syn-sent -p "$PORT"
@@ -19,5 +23,6 @@ tl_fg "$RAW/client.txt" "$TL_BIN/connect_block" -p "$PORT" ${SYNCNT:+-s "$SYNCNT
 "$TL_BIN/counters" -d "$RAW/counters-before.txt" -k "$KEEP" > "$RAW/counters-delta.txt" ||
 	tl_die "counters failed"
 tl_unwatch 5
+tl_uncapture
 tl_stop "$TL_LISTENER"
 tl_log "$(grep '^result=' "$RAW/client.txt")"

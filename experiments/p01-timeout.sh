@@ -9,6 +9,8 @@ tl_init "$1"
 PORT=21013
 
 tl_listener "$RAW/listener.txt" -p "$PORT" -m full
+# both clients' packets, from after the listener's own connection until both are closed
+tl_capture capture lo "$PORT"
 
 # Both clients wait 1500 ms, and keep closes at 3500 ms: each close() falls half way between two
 # SYN retransmissions (~1, 2, 3, 4 s with linear timeouts; ~1, 3 s without), so it never races
@@ -29,4 +31,5 @@ tl_wait_exit "$CLIENT" 10
 tl_not_interrupted "$RAW/keep-client.txt"
 "$TL_BIN/sockwatch" -1 -4 -s syn-sent -p "$PORT" > "$RAW/keep-after-close.txt" || tl_die "sockwatch failed"
 tl_unwatch 5
+tl_uncapture
 tl_stop "$TL_LISTENER"

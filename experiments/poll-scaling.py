@@ -4,9 +4,7 @@ connections grow, the server's wait and work time per call, where select refused
 gnuplot SVG of req/s and p99 against idle connections.  See docs/poll-scaling.md."""
 import os
 import shutil
-import subprocess
 import sys
-import tempfile
 
 import tcplab as t  # noqa: E402
 
@@ -213,9 +211,9 @@ def table_lines(backend, rows):
 
 
 def plot(outdir, backends, refused_fd_setsize, active, size):
-    """poll-scaling.svg through gnuplot.  Returns the line for the report."""
-    gp = shutil.which("gnuplot")
-    if gp is None:
+    """poll-scaling.svg through gnuplot (tcplab.tool_svg).  Returns the temporary file (or
+    None) and the line for the report."""
+    if shutil.which("gnuplot") is None:
         return None, "plot: gnuplot not available"
     blocks, plots_rate, plots_p99 = [], [], []
     for b in BACKENDS:
@@ -234,11 +232,8 @@ def plot(outdir, backends, refused_fd_setsize, active, size):
                    f"graph 1 nohead dashtype 2\nset label 1 'FD_SETSIZE {refused_fd_setsize}:"
                    f" select stops' at {refused_fd_setsize}, graph 0.05 offset 0.5,0 "
                    "noenhanced\n")
-    os.makedirs(outdir, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=outdir, prefix=".poll-scaling.", suffix=".svg")
-    os.close(fd)
     script = ("set terminal svg size 1000,420 dynamic font 'sans,12'\n"
-              f"set output '{tmp}'\n" + "".join(blocks) +
+              "set output '{out}'\n" + "".join(blocks) +
               f"set multiplot layout 1,2 title 'echo server, {active} active connections, {size} B "
               "request/response'\nset grid\n"
               "set xlabel 'idle connections (K)'\nset xrange [-100:*]\nset yrange [0:*]\n" +
@@ -246,11 +241,10 @@ def plot(outdir, backends, refused_fd_setsize, active, size):
               "plot " + ", ".join(plots_rate) + "\n"
               "set key left top\nset ylabel 'p99 latency (us)'\nset title 'p99 latency'\n"
               "plot " + ", ".join(plots_p99) + "\nunset multiplot\n")
-    r = subprocess.run([gp], input=script, capture_output=True, text=True)
-    if r.returncode != 0 or os.path.getsize(tmp) == 0:
-        os.unlink(tmp)
-        first = (r.stderr.strip().splitlines() or ["no output"])[-1]
-        return None, f"plot: gnuplot failed: {first}"
+    tmp, why = t.tool_svg(os.path.join(outdir, NAME + ".svg"),
+                          lambda out: (["gnuplot"], script.replace("{out}", out)))
+    if tmp is None:
+        return None, f"plot: {why}"
     # renamed by build() only once the .txt and .json are written: a refusal leaves the old set
     return tmp, f"plot: {NAME}.svg (req/s and p99 against idle connections)"
 
@@ -423,13 +417,11 @@ def build(rawroot, outdir):
             "writeup": {"req_s": {b: {str(k): v for k, v in d.items()} for b, d in WRITEUP.items()},
                         "select_failed_with_conns": WRITEUP_SELECT_FAILED_CONNS},
         }
-        t.write_outputs(outdir, NAME, lines, obj)
-        if svg_tmp:
-            os.replace(svg_tmp, os.path.join(outdir, NAME + ".svg"))
+        made = {os.path.join(outdir, NAME + ".svg"): svg_tmp} if svg_tmp else None
+        t.write_outputs(outdir, NAME, lines, obj, made)
     finally:
         if svg_tmp and os.path.exists(svg_tmp):
             os.unlink(svg_tmp)
-
 
 if __name__ == "__main__":
     sys.exit(t.report_main(sys.argv, build))

@@ -6,7 +6,9 @@ import json
 import math
 import os
 import re
+import shutil
 import stat
+import subprocess
 import tempfile
 
 SCHEMA = 2
@@ -221,6 +223,22 @@ def read_line_values(path, optional=False):
     return out
 
 
+def read_sysctl_file(path, need=()):
+    """A collect script's sysctls file, `net.X.Y=VALUE` per line, VALUE `absent` where the
+    kernel has no such sysctl → {name: value string, or None when absent}.  Any other line is
+    refused (a truncated or foreign file), and so is a file without a name in `need`."""
+    out = {}
+    for i, line in enumerate(read_lines(path), 1):
+        name, sep, val = line.partition("=")
+        if not sep or not re.fullmatch(r"net\.[a-z0-9_.]+", name):
+            raise RawError(f"{path}: line {i}: `{line[:60]}` is not net.X.Y=VALUE")
+        out[name] = None if val == "absent" else val
+    for name in need:
+        if name not in out:
+            raise RawError(f"{path}: no {name}=")
+    return out
+
+
 def read_counters_delta(path, need=()):
     """A `counters -d` output → {name: int delta, or None when the counter is absent}.
     A counter on one side only (`Name only-now V`) reads as {"only": "now", "value": V}.
@@ -256,10 +274,15 @@ def read_counters_delta(path, need=()):
 
 def read_machine(path, need=("kernel",)):
     """machine output → (info Fields, sysctls {name: value string, None for absent}).
-    The fields in `need` must be there (an empty or truncated machine.txt is refused)."""
+    The fields in `need` must be there (an empty or truncated machine.txt is refused).
+    info.links is the list of its link= lines (docs/machine.md), one Fields each, in the order
+    machine printed them (by index); empty for an output without them (older, or under -r)."""
     info, sysctls = Fields(path), {}
+    info.links = []
     for line in read_lines(path):
-        if line.startswith("sysctl "):
+        if line.startswith("link="):
+            info.links.append(Fields(path, kv(line)))
+        elif line.startswith("sysctl "):
             name, _, val = line[len("sysctl "):].partition("=")
             sysctls[name] = None if val == "absent" else val
         elif line.startswith("version="):
@@ -446,6 +469,72 @@ def expected_syn_schedule(syn_retries, linear_timeouts, rto_max=120.0):
             rto = min(rto * 2, rto_max)
 
 
+_SS_TIMER_RE = re.compile(r"timer:\(([^)]*)\)")
+
+
+def read_ss_sockets(path):
+    """An `ss -tan[o]` listing → one {"state", "local", "peer", "timer", "line"} per socket line,
+    in ss's order; "state" is None when the listing has no State column (`ss … state NAME`
+    leaves it out), "timer" the text inside timer:(…) (-o) or None, "line" the words joined by
+    one blank.  None for a file that is not there (no ss where the unit ran)."""
+    lines = read_lines(path, optional=True)
+    if lines is None:
+        return None
+    if not lines or not lines[0].split() or lines[0].split()[0] not in ("State", "Recv-Q"):
+        raise RawError(f"{path}: not an ss listing (no header line)")
+    has_state = lines[0].split()[0] == "State"
+    out = []
+    for line in lines[1:]:
+        w = line.split()
+        rest = w[1:] if has_state else w
+        if len(rest) < 4:
+            continue
+        m = _SS_TIMER_RE.search(line)
+        out.append({"state": w[0] if has_state else None, "local": rest[2], "peer": rest[3],
+                    "timer": m.group(1) if m else None, "line": " ".join(w)})
+    return out
+
+
+SOCKSTAT_TCP_KEYS = ("inuse", "orphan", "tw", "alloc", "mem")
+
+
+def read_sockstat(path):
+    """/proc/net/sockstat as a namespace reads it (net/ipv4/proc.c, sockstat_seq_show(): sockets
+    used, inuse and tw are the namespace's; orphan, alloc and mem the machine's) →
+    {"sockets_used", "inuse", "orphan", "tw", "alloc", "mem", "line" (the TCP: line)}."""
+    out = {}
+    for line in read_lines(path):
+        w = line.split()
+        if line.startswith("sockets:") and len(w) == 3 and w[1] == "used":
+            out["sockets_used"] = num(w[2], f"{path}: sockets used", 0)
+        elif w and w[0] == "TCP:":
+            pairs = dict(zip(w[1::2], w[2::2]))
+            for k in SOCKSTAT_TCP_KEYS:
+                if k not in pairs:
+                    raise RawError(f"{path}: the TCP: line has no {k}")
+                out[k] = num(pairs[k], f"{path}: TCP {k}", 0)
+            out["line"] = line.strip()
+    for key, head in (("line", "TCP:"), ("sockets_used", "sockets:")):
+        if key not in out:
+            raise RawError(f"{path}: no `{head}` line (not a /proc/net/sockstat)")
+    return out
+
+
+# kernel/time/timer.c: the timer wheel's levels (LVL_BITS 6, LVL_CLK_SHIFT 3) as (LVL_START of
+# the next level, granularity) in jiffies: a timeout of d jiffies lands in the first level whose
+# range holds it, and calc_index() rounds its expiry up to that level's granularity
+WHEEL = ((63, 1), (504, 8), (4032, 64), (32256, 512), (258048, 4096))
+
+
+def wheel_gran_ms(timeout_ms, hz):
+    """How late the timer wheel may fire a timer of timeout_ms (its level's granularity)."""
+    j = -(-timeout_ms * hz // 1000)
+    for top, gran in WHEEL:
+        if j < top:
+            return gran * 1000 / hz
+    return WHEEL[-1][1] * 1000 / hz
+
+
 def fmt_delta(v):
     if v is None:
         return "absent"
@@ -520,15 +609,64 @@ def atomic_write(path, text):
     atomic_write_all({path: text})
 
 
-def write_outputs(outdir, name, lines, obj):
+def write_outputs(outdir, name, lines, obj, made=None):
     """OUTDIR/name.txt (lines for a person) and OUTDIR/name.json (the same facts for tools);
-    both are made in memory first, so a refusal writes neither."""
-    obj = dict(obj)
-    obj.setdefault("schema", SCHEMA)
-    text = "\n".join(lines) + "\n"
-    js = dumps(obj)
-    atomic_write_all({os.path.join(outdir, name + ".txt"): text,
-                      os.path.join(outdir, name + ".json"): js})
+    both are made in memory first, so a refusal writes neither.  made: {final path: temporary
+    file} of pictures a tool already drew (tool_svg()): renamed once the pair is written, and
+    removed whatever happens to the pair."""
+    made = dict(made or {})
+    try:
+        obj = dict(obj)
+        obj.setdefault("schema", SCHEMA)
+        text = "\n".join(lines) + "\n"
+        js = dumps(obj)
+        atomic_write_all({os.path.join(outdir, name + ".txt"): text,
+                          os.path.join(outdir, name + ".json"): js})
+        for path, tmp in made.items():
+            os.replace(tmp, path)
+    finally:
+        for tmp in made.values():
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+
+
+TOOL_TIMEOUT_S = 60
+
+
+def tool_svg(path, make):
+    """A picture drawn by a Debian tool (gnuplot, mscgen) into a temporary file beside path:
+    make(tmp) gives (argv, stdin text) for a tool that writes tmp.  Returns (tmp, None) — the
+    report renames it with write_outputs(made=) — or (None, why) when the tool is not installed
+    ("gnuplot not found"), fails or writes nothing: a picture never fails a report."""
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    fd, tmp = _tmp_for(path)
+    os.close(fd)
+    try:
+        argv, text = make(tmp)
+        prog = shutil.which(argv[0])
+        if prog is None:
+            raise _NoPicture(f"{argv[0]} not found")
+        try:
+            r = subprocess.run([prog] + list(argv[1:]), input=text, capture_output=True,
+                               text=True, timeout=TOOL_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            raise _NoPicture(f"{argv[0]} failed: still running after {TOOL_TIMEOUT_S} s") from None
+        except OSError as e:
+            raise _NoPicture(f"{argv[0]} failed: {e.strerror}") from None
+        if r.returncode != 0 or os.path.getsize(tmp) == 0:
+            last = (r.stderr.strip().splitlines() or [f"exit {r.returncode}, no output"])[-1]
+            raise _NoPicture(f"{argv[0]} failed: {last[:200]}")
+        return tmp, None
+    except _NoPicture as e:
+        os.unlink(tmp)
+        return None, str(e)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
+class _NoPicture(Exception):
+    pass
 
 
 def unit_dir(rawroot, unit):
@@ -588,8 +726,10 @@ def report_main(argv, build):
     if len(argv) != 3:
         print(f"usage: {prog} RAWROOT OUTDIR", file=sys.stderr)
         return 2
-    # SIGTERM unwinds like SIGINT, so atomic_write removes its temporary file.
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    # SIGTERM, SIGHUP and SIGQUIT unwind like SIGINT (exit 128+N), so atomic_write removes its
+    # temporary files; by default Python dies of them at once and leaves the files behind.
+    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
+        signal.signal(sig, lambda n, _f: sys.exit(128 + n))
     try:
         build(argv[1], argv[2])
     except RawError as e:
@@ -632,8 +772,11 @@ def read_units(path=None):
             raise RawError(f"{path}:{n}: want {len(UNIT_COLUMNS)} columns, got {len(words)}")
         u = dict(zip(UNIT_COLUMNS, words))
         try:
-            for k in ("expect_s", "limit_s", "netns"):
+            for k in ("expect_s", "limit_s"):
                 u[k] = int(u[k])
+            # netns: 1 or 2 (a number), or "wire" / "wire:MTU" (kept as the string)
+            if not re.fullmatch(r"wire(:[0-9]{2,5})?", u["netns"]):
+                u["netns"] = int(u["netns"])
         except ValueError as e:
             raise RawError(f"{path}:{n}: {e}") from None
         for k in ("alone", "root", "qemu"):

@@ -27,6 +27,13 @@ What counts as a difference (docs/kernel-diff.md explains why):
   - connect-time percentiles (p10, median, p90) only when they are more than 10 times apart
     (the rest is noise; min, max and p99 are single slow calls, never compared);
   - HZ, TCP_SYNCNT, numbers of connects and of errors by name;
+  - the links machine recorded (p01-machine's "links"), matched by name: a link on one side
+    only, and a link's MTU or root qdisc (its index, state, kind and flags are not compared);
+  - the capture, where both sides have one: the number of SYNs in it (exact), their times step
+    by step (the tolerance above), the SYNs after a program's timeout and the segments after
+    close() (exact), the number of DISAGREE lines (capture against sockwatch and the
+    counters), and packets libpcap dropped; a side without a capture (collected before the
+    capture probe) is not a difference;
   - the same, prefixed, inside sub-runs: "default" (p01-synretry) and any other object that has
     retransmits, errno or elapsed_s (the two clients of p01-timeout).
 A line a sub-run repeats word for word (p01-timeout's top level is a copy of its cc client) is
@@ -152,6 +159,9 @@ def diff_counters(ca, cb, s, what="counter", floor=0):
     the floor (IpOutTransmits +13090 against a kernel without it)."""
     if not isinstance(ca, dict) or not isinstance(cb, dict):
         return []
+    # a counter named with counters -k that this kernel does not have is null: absent
+    ca = {k: v for k, v in ca.items() if v is not None}
+    cb = {k: v for k, v in cb.items() if v is not None}
     out = []
     for name in sorted(set(ca) | set(cb)):
         va, vb = ca.get(name, 0), cb.get(name, 0)
@@ -238,6 +248,45 @@ def diff_syn_schedule(a, b, s):
     return out
 
 
+def syn_times(p):
+    rows = p.get("syns")
+    if not isinstance(rows, list):
+        return None
+    return [r["t_ms"] / 1e3 for r in rows if isinstance(r, dict) and is_number(r.get("t_ms"))]
+
+
+def dropped(obj):
+    c = obj.get("capture") if isinstance(obj, dict) else None
+    return c.get("dropped") if isinstance(c, dict) else None
+
+
+def diff_packets(a, b, s):
+    """A run's capture (its `packets` object): SYN count exact, SYN times with the time
+    tolerance, the counts after a timeout and after close() exact, the DISAGREE lines by
+    number, libpcap's drops.  Nothing when a side has no capture."""
+    pa, pb = a.get("packets"), b.get("packets")
+    if not isinstance(pa, dict) or not isinstance(pb, dict):
+        return []
+    out = diff_exact(pa, pb, "syn_count", "SYNs in the capture", s)
+    ta, tb = syn_times(pa), syn_times(pb)
+    if ta is not None and tb is not None and schedule_differs(ta, tb):
+        out.append(f"SYNs captured at: {fmt_times(ta)} in {s.a}; {fmt_times(tb)} in {s.b}")
+    out += diff_exact(pa, pb, "syns_after_timeout", "SYNs in the capture after the timeout", s)
+    out += diff_exact(pa, pb, "segments_after_close", "segments in the capture after close()", s)
+    da, db = pa.get("disagree"), pb.get("disagree")
+    if isinstance(da, list) and isinstance(db, list) and len(da) != len(db):
+        out.append(f"DISAGREE lines (capture against sockwatch, counters): {s.pair(len(da), len(db))}")
+    out += diff_dropped(pa, pb, s)
+    return out
+
+
+def diff_dropped(a, b, s):
+    xa, xb = dropped(a), dropped(b)
+    if is_number(xa) and is_number(xb) and xa != xb:
+        return [f"packets libpcap dropped: {s.pair(xa, xb)}"]
+    return []
+
+
 def diff_percentiles(pa, pb, s, part):
     out = []
     if not isinstance(pa, dict) or not isinstance(pb, dict):
@@ -290,6 +339,35 @@ def diff_connect_time(a, b, s):
     return out
 
 
+def fmt_link(link):
+    return f"mtu {link.get('mtu')}, qdisc {link.get('qdisc') or 'none'}, " \
+        f"kind {link.get('kind') or 'none'}"
+
+
+def diff_links(la, lb, s):
+    """p01-machine's links, by name: one on one side only; the MTU and the root qdisc of one
+    on both.  Outputs made before machine recorded links have none: said once."""
+    if not isinstance(la, list) and not isinstance(lb, list):
+        return []   # neither side has machine's list (p01-wire-connect's "links" is its own)
+    if not isinstance(la, list) or not isinstance(lb, list):
+        return [f"links: recorded in {s.a if isinstance(la, list) else s.b} only"]
+    by_a, by_b = ({x["name"]: x for x in side} for side in (la, lb))
+    out = []
+    for name in sorted(set(by_a) | set(by_b)):
+        if name not in by_b:
+            out.append(f"link {name}: only in {s.a} ({fmt_link(by_a[name])})")
+        elif name not in by_a:
+            out.append(f"link {name}: only in {s.b} ({fmt_link(by_b[name])})")
+        else:
+            a, b = by_a[name], by_b[name]
+            if a["mtu"] != b["mtu"]:
+                out.append(f"link {name}: MTU {s.pair(a['mtu'], b['mtu'])}")
+            if a["qdisc"] != b["qdisc"]:
+                out.append(f"link {name}: root qdisc "
+                           f"{s.pair(a['qdisc'] or 'none', b['qdisc'] or 'none')}")
+    return out
+
+
 def diff_run(a, b, s):
     """Everything compared within one run of an experiment."""
     out = diff_sysctls(a.get("sysctls"), b.get("sysctls"), s)
@@ -299,6 +377,7 @@ def diff_run(a, b, s):
     out += diff_outcome(a, b, s)
     out += diff_time(a, b, "elapsed_s", "total time", s)
     out += diff_connect_time(a, b, s)
+    out += diff_packets(a, b, s) + diff_dropped(a, b, s)
     if not (isinstance(a.get("parts"), dict) and isinstance(b.get("parts"), dict)):
         # with parts, the top-level counters are a copy of the first part's, compared there
         floor = COUNTER_PER_CONNECT * max(connects(a), connects(b))
@@ -324,6 +403,7 @@ def sub_runs(a, b):
 def diff_experiment(a, b, s):
     """Lines for one experiment; a "default" sub-run (p01-synretry) is compared the same way."""
     out = diff_run(a, b, s)
+    out += diff_links(a.get("links"), b.get("links"), s)
     for name in sub_runs(a, b):
         sub = [f"{name}: " + line for line in diff_run(a[name], b[name], s)]
         out = [line for line in out if f"{name}: {line}" not in sub] + sub
@@ -727,6 +807,14 @@ US = Obj({p: nullable(Num(0, 1e12)) for p in ("min", "p10", "median", "p90", "p9
 EXPERIMENT = Str(64, r"[a-z0-9][a-z0-9_-]*", want="an experiment name")
 KERNEL = Str(64, r"[!-~]+", want="a kernel release (uname -r)")
 ERRORS = Map(ERRNO_NAME, COUNT, "an errno (ECONNREFUSED)")
+# machine's link= lines (docs/machine.md): names as machine prints them (other bytes as \xHH)
+LINK_WORD = Str(64, r"[!-~]+", want="a word of printable ASCII")
+LINK = Obj({"name": LINK_WORD, "index": Num(1, 2 ** 31 - 1, integer=True),
+            "mtu": Num(0, 2 ** 32 - 1, integer=True), "qdisc": nullable(LINK_WORD),
+            "state": Str(32, r"[A-Z]+|[0-9]{1,3}", want="an operstate (UP) or its number"),
+            "kind": nullable(LINK_WORD),
+            "flags": List(Str(32, r"[A-Z_]+|0x[0-9a-f]+", want="an IFF_ name (UP)"), 32)})
+LINKS = List(LINK, 65536, want="a list of links")
 
 # The keys any run (a report, its default run, a sub-run) may have and the diff reads.
 RUN = Run(optional={
@@ -737,6 +825,16 @@ RUN = Run(optional={
     "elapsed_s": nullable(SECONDS), "n": COUNT, "errors": ERRORS, "us": US,
     "counters": nullable(COUNTERS), "events": EVENTS, "load_average": LOAD_AVERAGE,
     "collected_at": nullable(Str(64))}, extra=SubRunOrAny())
+# the capture beside a run (the keys the diff reads; docs/output-format.md)
+CAPTURE = nullable(Obj(optional={k: COUNT for k in (
+    "packets", "tcp", "icmp", "other", "received", "dropped", "ifdropped")}))
+SYN_ROW = Obj({"n": COUNT, "t_ms": MS})
+PACKETS = nullable(Obj(optional={
+    "capture": CAPTURE, "syn_count": COUNT, "syns": List(SYN_ROW, 10000, want="a list of SYNs"),
+    "disagree": List(TEXT, 10000, want="a list of lines"), "syns_after_timeout": COUNT,
+    "segments_after_close": COUNT}))
+RUN.optional["packets"] = PACKETS
+RUN.optional["capture"] = CAPTURE
 RUN.optional["default"] = nullable(RUN)
 RUN.optional["parts"] = Map(r"[a-z0-9_-]{1,32}", RUN, "a part")
 
@@ -781,7 +879,8 @@ SCHEMAS = {
     "p01-machine": COMMON.extend(required={
         "version": TEXT, "arch": Str(64), "hz": nullable(Num(1, 1e6, integer=True)),
         "nproc": Num(1, 1e6, integer=True), "sysctls": SYSCTLS,
-        "vm": nullable(Map(r"[A-Za-z0-9_.-]{1,64}", TEXT, "a vm.txt key"))}),
+        "vm": nullable(Map(r"[A-Za-z0-9_.-]{1,64}", TEXT, "a vm.txt key"))},
+        optional={"links": LINKS}),   # optional: outputs made before machine recorded links
     # The labs describe their other keys on their pages (docs/connect-modes.md, poll-scaling.md,
     # accept-path.md); the diff reads only the run keys above, so those are what is typed, the
     # rest is bounded.

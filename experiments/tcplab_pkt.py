@@ -1,0 +1,386 @@
+"""tcplab_pkt.py — the packet side of the reports: the capture probe's lines (read_capture), the
+SYNs of one connection put beside sockwatch's events and the counters (syn_check), a ladder of
+segments as text (ladder_text) and as mscgen source (ladder_msc, render_svg), and the SYN
+schedule plot of p01-synretry (syn_plot, gnuplot).  Pictures go through tcplab.tool_svg(): a
+missing tool is one line in the report, never a failed report.  Standard library only."""
+import math
+import os
+import re
+import shlex
+
+import tcplab as t
+
+DIRS = ("c>s", "s>c", "?>?")
+_FLAGS = re.compile(r"[FSRPAUEC]+\Z")
+_ADDR = re.compile(r"[0-9A-Fa-f.:\[\]]{1,60}:[0-9]{1,5}\Z")
+MAX_PACKETS = 1_000_000
+WIDTH = 100                 # a ladder line is at most this wide
+ARROW = 44                  # the arrow's width between the two columns' bars
+TIME_W = 10
+
+
+def _tcp_fields(f, where):
+    """The TCP fields every segment line and every ICMP quote carries, typed."""
+    d = {"conn": f.int("conn", 1, MAX_PACKETS), "dir": f.str("dir"), "flags": f.str("flags"),
+         "seq": f.int("seq", 0, 2 ** 32 - 1), "src": f.str("src"), "dst": f.str("dst")}
+    if d["dir"] not in DIRS:
+        raise t.RawError(f"{where}: dir={d['dir'][:10]}, want c>s, s>c or ?>?")
+    if not _FLAGS.match(d["flags"]):
+        raise t.RawError(f"{where}: flags={d['flags'][:10]}, want letters of FSRPAUEC")
+    for k in ("src", "dst"):
+        if not _ADDR.match(d[k]):
+            raise t.RawError(f"{where}: {k}={d[k][:40]} is not address:port")
+    return d
+
+
+def _packet(path, n, line, ready_ns):
+    where = f"{path}: line {n}"
+    head, sep, quoted = line.partition(" quoted: ")
+    f = t.Fields(where, t.kv(head))
+    p = {"t_ns": f.int("t_ns"), "t_s": f.float("t_s")}
+    if p["t_ns"] < ready_ns:
+        raise t.RawError(f"{where}: t_ns={p['t_ns']} is before the ready line's")
+    if "icmp" in f:
+        p.update(kind="icmp", icmp=f.str("icmp"), code=f.str("code"),
+                 type=f.int("type", 0, 255), code_n=f.int("code_n", 0, 255), src=f.str("from"))
+        if not sep:
+            raise t.RawError(f"{where}: an ICMP line without `quoted:` (the TCP header it quotes)")
+        p["quoted"] = _tcp_fields(t.Fields(where + " (quoted)", t.kv(quoted)), where)
+        return p
+    if sep:
+        raise t.RawError(f"{where}: `quoted:` on a line that is not ICMP")
+    p["kind"] = "tcp"
+    p.update(_tcp_fields(f, where))
+    ack = f.str("ack")
+    p["ack"] = None if ack == "-" else t.num(ack, f"{where}: ack", 0, 2 ** 32 - 1)
+    if p["ack"] is not None and "A" not in p["flags"]:
+        raise t.RawError(f"{where}: ack={ack[:12]} without the A flag")
+    p.update(len=f.int("len", 0, 65535), win=f.int("win", 0, 65535), opts=f.str("opts"))
+    return p
+
+
+def _kv_quoted(path, line):
+    """key=value pairs where a value may be "quoted" (the ready line's filter)."""
+    try:
+        words = shlex.split(line)
+    except ValueError as e:
+        raise t.RawError(f"{path}: the ready line: {e}") from None
+    return dict(w.split("=", 1) for w in words if "=" in w)
+
+
+def read_capture(path, optional=False):
+    """The capture probe's output (docs/capture.md, SPEC line format) → {"ready": Fields,
+    "packets": [dict in order; "kind" tcp or icmp], "icmp": [the ICMP ones], "end": Fields,
+    "path": path}.  The first line must be `ready`, the last `end` (without it capture was
+    killed and packets may be missing), the end line's tcp= and icmp= must count the lines:
+    anything else is RawError.  dropped > 0 is returned, not refused: capture_notes() says it.
+    None for a missing optional file."""
+    lines = t.read_lines(path, optional)
+    if lines is None:
+        return None
+    if not lines or not lines[0].startswith("ready "):
+        raise t.RawError(f"{path}: no `ready` line first: not a capture output")
+    if not lines[-1].startswith("end "):
+        raise t.RawError(f"{path}: no `end` line: capture did not finish, packets may be missing")
+    ready = t.Fields(path, _kv_quoted(path, lines[0]))
+    ready_ns = ready.int("t_ns")
+    ready.int("port", 1, 65535, default=None)
+    end = t.Fields(path, t.kv(lines[-1]))
+    counts = {k: end.int(k) for k in ("packets", "tcp", "icmp", "other", "received", "dropped",
+                                      "ifdropped")}
+    if len(lines) - 2 > MAX_PACKETS:
+        raise t.RawError(f"{path}: more than {MAX_PACKETS} packets")
+    packets = []
+    for n, line in enumerate(lines[1:-1], 2):
+        if not line.startswith("t_s="):
+            raise t.RawError(f"{path}: line {n}: not a packet line (t_s=...)")
+        packets.append(_packet(path, n, line, ready_ns))
+    icmp = [p for p in packets if p["kind"] == "icmp"]
+    if counts["tcp"] != len(packets) - len(icmp) or counts["icmp"] != len(icmp):
+        raise t.RawError(f"{path}: the end line counts tcp={counts['tcp']} icmp={counts['icmp']}, "
+                         f"the file has {len(packets) - len(icmp)} and {len(icmp)} lines")
+    if end.int("t_ns") < ready_ns:
+        raise t.RawError(f"{path}: the end line's t_ns is before the ready line's")
+    return {"ready": ready, "packets": packets, "icmp": icmp, "end": end, "path": path}
+
+
+def read_complete_capture(path):
+    """read_capture() for a report that counts packets: a capture in which libpcap dropped any
+    (dropped or ifdropped > 0) is refused, since every count from it would be short."""
+    cap = read_capture(path)
+    end = cap["end"]
+    if end.int("dropped") or end.int("ifdropped"):
+        raise t.RawError(f"{path}: libpcap dropped packets: the capture is incomplete")
+    return cap
+
+
+def capture_json(cap):
+    """What a report's JSON says of the capture itself."""
+    r, e = cap["ready"], cap["end"]
+    return {"iface": r.str("iface"), "linktype": r.str("linktype", None),
+            "filter": r.str("filter", None),
+            **{k: e.int(k) for k in ("packets", "tcp", "icmp", "other", "received", "dropped",
+                                     "ifdropped")}}
+
+
+def capture_notes(cap, where):
+    """The lines a report prints about the capture: where it listened, how many packets, and —
+    visibly, never hidden — that libpcap dropped some."""
+    c = capture_json(cap)
+    filt = f", filter \"{c['filter']}\"" if c["filter"] else ""
+    out = [f"capture: {where}, on {c['iface']}{filt}",
+           f"  {c['packets']} packets ({c['tcp']} TCP, {c['icmp']} ICMP, {c['other']} other); "
+           f"libpcap: received={c['received']} dropped={c['dropped']} ifdropped={c['ifdropped']}"]
+    if c["dropped"] or c["ifdropped"]:
+        out.append(f"DROPPED: libpcap lost {c['dropped'] + c['ifdropped']} packets "
+                   f"(dropped={c['dropped']} ifdropped={c['ifdropped']}): the capture is "
+                   "incomplete, its counts below may be short")
+    if c["iface"] == "lo":
+        both = (f"; received={c['received']} counts both copies"
+                if c["received"] == 2 * c["packets"] else "")
+        out.append("  on lo libpcap sees each packet once: it drops the outgoing copy "
+                   f"(PACKET_OUTGOING){both}")
+    return out
+
+
+def conn_packets(cap, local):
+    """The TCP segments of the connection whose client end is local (address:port, as
+    sockwatch and the clients print it), in order; [] when the capture has none."""
+    return [p for p in cap["packets"] if p["kind"] == "tcp" and
+            ((p["dir"] == "c>s" and p["src"] == local) or (p["dir"] == "s>c" and p["dst"] == local))]
+
+
+def syns(packets):
+    """The client's SYNs (S without A) among one connection's segments."""
+    return [p for p in packets if p["dir"] == "c>s" and "S" in p["flags"] and "A" not in p["flags"]]
+
+
+def sockwatch_notes(events, t0_ns):
+    """sockwatch's events as ladder notes (t_ns, text): the socket state beside the packets."""
+    return [(t0_ns + round(e["t_s"] * 1e9), f"sockwatch: {e['event']} {e['state']} "
+             f"retrans={e['retrans']}") for e in events]
+
+
+def ms(ns, t0_ns):
+    return round((ns - t0_ns) / 1e6, 3)
+
+
+def nearest_rank(xs, p):
+    """The p-th percentile by nearest rank (as p01-connect-time), None for no values."""
+    if not xs:
+        return None
+    s = sorted(xs)
+    return s[max(0, math.ceil(p / 100 * len(s)) - 1)]
+
+
+def syn_check(syn_pkts, events, t0_ns, counted=None):
+    """The SYNs of one connection beside sockwatch: SYN 0 beside its `new` event, SYN k beside
+    the change to retrans=k; offset = sockwatch's time − the packet's (ms).  counted: the SYNs
+    the counters say were sent (TcpOutSegs + TcpRetransSegs), or None when not sampled.
+    Returns the JSON object; its `disagree` lists every way the three disagree."""
+    seen = {}
+    for e in events:
+        if e["event"] == "new" and 0 not in seen:
+            seen[0] = e
+        elif e["event"] == "change" and e["retrans"] not in seen:
+            seen[e["retrans"]] = e
+    retrans = max((e["retrans"] for e in events), default=0)
+    rows, offsets, disagree = [], [], []
+    for k, p in enumerate(syn_pkts):
+        e = seen.get(k)
+        pt = ms(p["t_ns"], t0_ns)
+        row = {"n": k, "t_ms": pt, "event": None, "event_t_ms": None, "offset_ms": None}
+        if e is not None:
+            et = round(e["t_s"] * 1e3, 3)
+            row.update(event=e["event"], event_t_ms=et, offset_ms=round(et - pt, 3))
+            if k > 0:
+                # may be negative: tcp_retransmit_timer() counts the retransmission
+                # (tcp_update_rto_stats) just before it sends it (tcp_retransmit_skb)
+                offsets.append(row["offset_ms"])
+        elif k > 0:
+            disagree.append(f"SYN {k} (at {pt:.3f} ms in the capture) has no sockwatch event "
+                            f"retrans={k}: sockwatch missed that transition")
+        rows.append(row)
+    counts = {"capture": len(syn_pkts), "sockwatch": retrans + 1 if events else None,
+              "counters": counted}
+    named = {"capture": "the capture has", "sockwatch": "sockwatch's retransmissions + 1 =",
+             "counters": "TcpOutSegs + TcpRetransSegs ="}
+    if len({v for v in counts.values() if v is not None}) > 1:
+        disagree.insert(0, "SYN counts differ: " + ", ".join(
+            f"{named[k]} {v}" for k, v in counts.items() if v is not None))
+    return {"syn_count": len(syn_pkts), "sockwatch_syns": counts["sockwatch"],
+            "counter_syns": counted, "syns": rows,
+            "offset_ms": {"n": len(offsets), "p50": nearest_rank(offsets, 50),
+                          "max": max(offsets) if offsets else None},
+            "disagree": disagree}
+
+
+def syn_lines(check):
+    """The SYN table and its verdict, for the .txt."""
+    out = [f"  {'SYN':>3}  {'capture_ms':>11}  {'sockwatch':<10} {'event_ms':>11}  {'offset_ms':>9}"]
+    for r in check["syns"]:
+        ev = "-" if r["event"] is None else ("new" if r["event"] == "new" else f"retrans={r['n']}")
+        et = "-" if r["event_t_ms"] is None else f"{r['event_t_ms']:.3f}"
+        off = "-" if r["offset_ms"] is None else f"{r['offset_ms']:+.3f}"
+        out.append(f"  {r['n']:>3}  {r['t_ms']:11.3f}  {ev:<10} {et:>11}  {off:>9}")
+    o = check["offset_ms"]
+    if o["n"]:
+        out += [f"  offset = sockwatch - capture, over the {o['n']} retransmission"
+                f"{'s' if o['n'] > 1 else ''}: "
+                f"p50 {o['p50']:+.3f} ms, max {o['max']:+.3f} ms",
+                "  (SYN 0's `new` is not a retransmission: sockwatch sees a new socket at its "
+                "next sample)"]
+    counts = [f"capture {check['syn_count']}"]
+    if check["sockwatch_syns"] is not None:
+        counts.append(f"sockwatch retransmissions + 1 = {check['sockwatch_syns']}")
+    if check["counter_syns"] is not None:
+        counts.append(f"TcpOutSegs + TcpRetransSegs = {check['counter_syns']}")
+    out.append("  SYNs: " + ", ".join(counts) + ("" if check["disagree"] else ": they agree"))
+    out += ["DISAGREE: " + d for d in check["disagree"]]
+    return out
+
+
+# ---- the ladder --------------------------------------------------------------------------------
+
+def seg_label(p):
+    """What an arrow says: flags, relative seq (and ack when ACK is set), payload length."""
+    if p["kind"] == "icmp":
+        q = p["quoted"]
+        return f"ICMP {p['icmp']} {p['code']} (quotes {q['flags']} seq={q['seq']})"
+    ack = "" if p["ack"] is None else f" ack={p['ack']}"
+    return f"{p['flags']} seq={p['seq']}{ack} len={p['len']}"
+
+
+def ladder_rows(packets, t0_ns, notes=(), seg_notes=None):
+    """Rows for ladder_text/ladder_msc, in time order: one per segment ({"t_ms", "dir",
+    "label", "note"}) and one per note (t_ns, text) — a socket event, a system call — with
+    dir None.  seg_notes: {index in packets: text beside that segment} (a counter)."""
+    rows = []
+    for i, p in enumerate(packets):
+        d = p["dir"] if p["kind"] == "tcp" else {"c>s": "s>c", "s>c": "c>s"}.get(
+            p["quoted"]["dir"], "?>?")
+        rows.append((p["t_ns"], 0, {"t_ms": ms(p["t_ns"], t0_ns), "dir": d,
+                                    "label": seg_label(p), "note": (seg_notes or {}).get(i, "")}))
+    for t_ns, text in notes:
+        rows.append((t_ns, 1, {"t_ms": ms(t_ns, t0_ns), "dir": None, "label": None, "note": text}))
+    return [r for _, _, r in sorted(rows, key=lambda x: (x[0], x[1]))]
+
+
+def _arrow(d, label):
+    inner = ARROW - 2
+    label = label[:inner - 6]
+    if d == "c>s":
+        body = "--" + label + "-" * (inner - 3 - len(label)) + ">"
+    elif d == "s>c":
+        body = "<--" + label + "-" * (inner - 3 - len(label))
+    else:
+        body = "?-" + label + "-" * (inner - 4 - len(label)) + "-?"
+    return "|" + body + "|"
+
+
+def _wrap(text, width):
+    words, out, cur = text.split(), [], ""
+    for w in words:
+        if cur and len(cur) + 1 + len(w) > width:
+            out.append(cur)
+            cur = w
+        else:
+            cur = f"{cur} {w}" if cur else w[:width]
+    return out + ([cur] if cur else [])
+
+
+def ladder_text(rows, client="client", server="server", notes_title="socket / counters"):
+    """A ladder: client bar on the left, server bar on the right, time going down (ms in the
+    first column), one arrow per segment, the note beside it; a row with "sep" is a heading
+    between connections.  No line is wider than WIDTH; notes wrap."""
+    note_w = WIDTH - TIME_W - 2 - ARROW - 2
+    gap = ARROW - len(client) - len(server)
+    out = [f"{'t_ms':>{TIME_W}}  {client}{' ' * max(1, gap)}{server}  {notes_title}"]
+    empty = "|" + " " * (ARROW - 2) + "|"
+    for r in rows:
+        if "sep" in r:
+            out.append(f"{'':>{TIME_W}}  -- {r['sep']} --"[:WIDTH])
+            continue
+        mid = empty if r["dir"] is None else _arrow(r["dir"], r["label"])
+        notes = _wrap(r["note"], note_w) or [""]
+        out.append(f"{r['t_ms']:{TIME_W}.3f}  {mid}  {notes[0]}".rstrip())
+        out += [f"{'':>{TIME_W}}  {empty}  {n}" for n in notes[1:]]
+    return out
+
+
+def _q(s):
+    return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def ladder_msc(rows, client="client", server="server", notes_title="socket / counters"):
+    """The same ladder as mscgen source: entities c, s and (when any row has a note) n; each
+    segment an arc labelled with its time and ladder label, its note a box on n on the same
+    line; a note row a box alone; a "sep" row a `---` divider."""
+    with_notes = any(r.get("note") for r in rows)
+    ents = [f"c [label={_q(client)}]", f"s [label={_q(server)}]"]
+    if with_notes:
+        ents.append(f"n [label={_q(notes_title)}]")
+    out = ["msc {", '  hscale="1.8", arcgradient="4";', "  " + ", ".join(ents) + ";"]
+    arc = {"c>s": "c=>s", "s>c": "s=>c", "?>?": "c<=>s"}
+    for r in rows:
+        if "sep" in r:
+            out.append(f"  --- [label={_q(r['sep'])}];")
+        elif r["dir"] is None:
+            text = f"{r['t_ms']:.3f} ms  {r['note']}"
+            out.append(f"  n note n [label={_q(text)}];")
+        else:
+            text = f"{r['t_ms']:.3f} ms  {r['label']}"
+            line = f"  {arc[r['dir']]} [label={_q(text)}]"
+            if r["note"]:
+                line += f", n note n [label={_q(r['note'])}]"
+            out.append(line + ";")
+    return "\n".join(out + ["}"]) + "\n"
+
+
+def render_svg(msc, path):
+    """mscgen -T svg -o into a temporary file beside path → (tmp, None) or (None, why)."""
+    tmp, why = t.tool_svg(path, lambda out: (["mscgen", "-T", "svg", "-o", out, "-i", "-"], msc))
+    if tmp is None and why.endswith("not found"):
+        why = "mscgen not found (make deps)"
+    return tmp, why
+
+
+def ladder_svg(outdir, name, rows, client, server, made):
+    """OUTDIR/name drawn from the ladder rows (mscgen), its temporary file added to made
+    ({final: tmp}, for tcplab.write_outputs) → (name or None, the line for the .txt)."""
+    path = os.path.join(outdir, name)
+    tmp, why = render_svg(ladder_msc(rows, client, server), path)
+    if tmp is None:
+        return None, f"no ladder svg: {why}"
+    made[path] = tmp
+    return name, f"ladder svg: {name}"
+
+
+def drop_made(made):
+    """Remove the temporary pictures write_outputs() did not rename (a refusal on the way)."""
+    for tmp in made.values():
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def syn_plot(runs, path, kernel):
+    """The SYN schedule, observed (the capture's SYN times) against expected (the schedule
+    tcplab.expected_syn_schedule() derives from the sysctls), one panel per run:
+    runs = [(title, observed_s, expected_s)], times in s from connect().  gnuplot SVG through
+    tcplab.tool_svg() → (tmp, None) or (None, why)."""
+    blocks, panels = [], []
+    for i, (title, seen, want) in enumerate(runs):
+        blocks.append(f"$seen{i} << EOD\n" + "".join(f"{k} {x}\n" for k, x in enumerate(seen)) +
+                      f"EOD\n$want{i} << EOD\n" + "".join(f"{k} {x}\n" for k, x in enumerate(want)) +
+                      "EOD\n")
+        panels.append(f"set title {_q(title)} noenhanced\n"
+                      f"plot $want{i} using 1:2 with linespoints dashtype 2 pointtype 6 "
+                      f"pointsize 1.2 title 'expected (sysctls)', $seen{i} using 1:2 with points "
+                      "pointtype 7 pointsize 0.8 title 'observed (capture)'\n")
+    script = ("set terminal svg size 1000,420 dynamic font 'sans,12'\n"
+              "set output '{out}'\n" + "".join(blocks) +
+              f"set multiplot layout 1,{len(runs)} title {_q(f'SYN schedule, kernel {kernel}')} "
+              "noenhanced\nset grid\nset key left top\nset xlabel 'SYN (0 = the first)'\n"
+              "set ylabel 's from connect()'\nset xtics 1\nset yrange [0:*]\n" +
+              "".join(panels) + "unset multiplot\n")
+    return t.tool_svg(path, lambda out: (["gnuplot"], script.replace("{out}", out)))
