@@ -12,8 +12,12 @@ one CPU; CPU is each process's own rusage (wait4).
               the same sleep, as many snapshots (<= 1.5)
   context     the floors without their sleep; sockwatch's CPU share of one core; `ss` and
               `nstat` processes against one sample (mostly exec and dynamic linking)
-  run.sh      wall time of ./run.sh vs its longest unit alone (--quick: the quick set)
+  run.sh      wall time of ./run.sh vs its longest unit alone (--quick: the quick set); with
+              --all, also ./run.sh --all vs its longest unit plus the alone=yes units
   poll-scaling  tests/bench_poll_scaling.py
+  capture     tests/bench_capture.py: CPU per packet against tcpdump -w on the same traffic (<= 1)
+  wire        tests/bench_wire.py: sockwatch's event time against the capture's packet time on
+              the wire, and a wire unit's setup against a loopback unit's
 --probes: only the probe rows.  Exit 0 whatever the verdicts (it reports, it does not fail);
 4 without root or without the floor program.
 """
@@ -276,6 +280,38 @@ def bench_run(quick):
              "note": f"{whole:.1f} s vs {alone:.1f} s"}]
 
 
+def bench_run_all():
+    """./run.sh --all against what it cannot beat: its longest unit, plus the units the table
+    marks alone=yes (their result is a speed, so run.sh runs them one by one after the others;
+    their own times are run.sh's "UNIT: done in N s" lines).  The ratio shows whether the other
+    units, the new lifecycle ones among them, ran side by side."""
+    import re
+    out = "/tmp/tcplab-bench-out"
+    t0 = time.monotonic()
+    r = subprocess.run([f"{TOP}/run.sh", "--out", out, "--all"], check=True, text=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    whole = time.monotonic() - t0
+    units = tcplab.read_units()
+    alone = [u["unit"] for u in units if u["set"] in ("default", "labs") and u["alone"]]
+    done = {m[0]: int(m[1]) for m in re.findall(r"\] (\S+): done in (\d+) s", r.stderr)}
+    missing = [u for u in alone if u not in done]
+    if missing:
+        raise RuntimeError(f"run.sh --all printed no 'done in' for {', '.join(missing)}")
+    serial = sum(done[u] for u in alone)
+    longest = "p01-synretry-default"
+    t0 = time.monotonic()
+    subprocess.run([f"{TOP}/run.sh", "--out", out, longest], check=True,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    one = time.monotonic() - t0
+    note = (f"{whole:.1f} s vs {one:.1f} s + {serial} s alone ("
+            + ", ".join(f"{u} {done[u]} s" for u in alone) + ")")
+    return [{"name": f"run.sh --all wall / ({longest} alone + the alone=yes units)",
+             "value": whole / (one + serial), "target": "<= 1.15",
+             "ok": whole / (one + serial) <= 1.15, "note": note},
+            context_row(f"run.sh --all wall / {longest} alone", whole / one,
+                        "the alone=yes units run one by one after the others")]
+
+
 def runs_arg(text):
     """--runs: a whole number 1..100."""
     if not text.isdigit() or not 1 <= int(text) <= 100:
@@ -286,6 +322,8 @@ def runs_arg(text):
 def main():
     ap = argparse.ArgumentParser(description="tcplab benchmarks (ratios, side by side)")
     ap.add_argument("--quick", action="store_true", help="run.sh --quick for the wall-time ratio")
+    ap.add_argument("--all", action="store_true",
+                    help="also ./run.sh --all against its longest unit and the alone units")
     ap.add_argument("--runs", type=runs_arg, default=5, metavar="N",
                     help="probe/floor runs, reported as min/median/max (default 5)")
     ap.add_argument("--probes", action="store_true",
@@ -313,6 +351,8 @@ def main():
                      "ok": False, "note": f"not measured: {err.strip().splitlines()[-1]}"})
     if not a.probes:
         rows += bench_run(a.quick)
+        if a.all:
+            rows += bench_run_all()
         try:
             import bench_poll_scaling
             rows += [{"name": n, "value": v, "target": tg, "ok": ok, "note": ""}
@@ -320,6 +360,15 @@ def main():
         except Exception as e:  # the lab may be absent or fail: say so, keep the other rows
             rows.append({"name": "poll-scaling", "value": None, "target": None, "ok": False,
                          "note": f"not measured: {e}"})
+        try:
+            import bench_capture
+            rows += [{"name": n, "value": v, "target": tg, "ok": ok, "note": note}
+                     for n, v, tg, ok, note in bench_capture.bench(BIN, a.runs)]
+        except Exception as e:  # say so, keep the other rows
+            rows.append({"name": "capture", "value": None, "target": None, "ok": False,
+                         "note": f"not measured: {e}"})
+        import bench_wire
+        rows += bench_wire.bench(BIN, a.runs)
     width = max(len(r["name"]) for r in rows)
     for r in rows:
         v = "n/a" if r["value"] is None else f"{r['value']:.2f}"

@@ -95,6 +95,19 @@ def netns(prefix="tcplab-test"):
         subprocess.run([NETNS_SH, "delete", name], capture_output=True)
 
 
+WIRE_SH = os.path.join(os.path.dirname(NETNS_SH), "wire.sh")
+
+
+@contextlib.contextmanager
+def wire(prefix="tcplab-test"):
+    """A client and a server namespace joined as run.sh joins a wire unit's (netns.sh, then
+    experiments/lib/wire.sh create: veth-c 192.0.2.1, veth-s 192.0.2.2, MTU 1500); yields
+    (client, server), both deleted afterwards."""
+    with netns(prefix + "-c") as c, netns(prefix + "-s") as s:
+        subprocess.run([WIRE_SH, "create", c, s], check=True, capture_output=True)
+        yield c, s
+
+
 def tagged(name, tag):
     """The pids (as strings) of every process whose environment has NAME=TAG: what a test's run
     left running, wherever it went."""

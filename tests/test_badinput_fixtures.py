@@ -62,16 +62,39 @@ FIXTURES = {
                                  "c": num(1, 1024), "l": num(1, 65536), "w": num(1, 60000),
                                  "u": num(0, 60000), "q": FLAG, "P": num(1, 4194304),
                                  "s": FLAG, "C": num(0, 1023)}),
+    "queue_clients": (["-p", PORT, "-n", "1"],
+                      {"p": PORTK, "a": ADDR, "n": num(1, 512), "m": ("choice", ["seq", "burst"]),
+                       "B": num(1, 65535), "s": num(1, 65536), "w": num(0, 60000), "H": FLAG}),
+    "kmsg_watch": ([], {"g": STR}),
+    "fill_sender": (["-p", PORT], {"p": PORTK, "a": ADDR, "b": num(1, 1073741823),
+                                   "u": num(0, 2147483647), "c": num(1, 16777216)}),
+    "stall_reader": (["-p", PORT], {"p": PORTK, "a": ADDR, "r": num(1, 1073741823)}),
+    "rr_server": (["-p", PORT], {"p": PORTK, "a": ADDR, "R": num(1, 65536), "q": FLAG}),
+    "rr_client": (["-p", PORT, "-n", "1"],
+                  {"p": PORTK, "a": ADDR, "n": num(1, 100000),
+                   "w": ("choice", ["two", "writev", "more", "cork"]), "N": FLAG, "b": FLAG,
+                   "B": num(1, 65536), "R": num(1, 65536), "t": num(1, 600000), "r": STR,
+                   "k": FLAG}),
+    "stream_send": (["-p", PORT], {"p": PORTK, "a": ADDR, "n": num(1, 67108864)}),
+    "stream_recv": (["-p", PORT], {"p": PORTK, "a": ADDR, "l": num(1, 16777216), "w": FLAG,
+                                   "L": num(1, 16777216), "H": FLAG}),
+    "peer": (["-r", "server", "-p", PORT],
+             {"r": ("choice", ["client", "server"]), "p": PORTK, "a": ADDR,
+              "B": num(1, 65535), "R": num(0, 1), "n": num(0, 1000000), "s": STR}),
 }
 # Options without which the fixture refuses to run ("missing -X ...").
 REQUIRED = {
     "listener": "pm", "connect_block": "p", "connect_many": "pn", "connect_timeout": "ptm",
     "accept_server": "p", "accept_client": "pc", "accept_latency": "p", "connect_modes": "p",
-    "echo_server": "pb", "echo_load": "p",
+    "echo_server": "pb", "echo_load": "p", "fill_sender": "p", "stall_reader": "p",
+    "rr_server": "p", "rr_client": "pn",
+    "stream_send": "p", "stream_recv": "p",
+    "queue_clients": "pn", "kmsg_watch": "", "peer": "rp",
 }
 # Fixtures that bind -p themselves: a second one on a port in use is the user's mistake.
 BINDERS = {"listener": [], "accept_server": [], "echo_server": [], "accept_latency": ["-n", "1",
-                                                                                      "-w", "0"]}
+                                                                                      "-w", "0"],
+           "stall_reader": [], "rr_server": [], "stream_recv": [], "peer": []}
 
 # Options that are good alone but not together (checked after parsing, in each fixture's own
 # code), and the word the one line must hold.
@@ -89,6 +112,12 @@ CONFLICTS = [
     ("echo_load", ["-s", "-P", "1"], "-s measures the client alone"),
     ("echo_load", ["-p", PORT, "--quick=1"], "option '--quick=1' takes no argument"),
     ("echo_load", ["-p", PORT, "--quickly"], "unknown option '--quickly'"),
+    ("queue_clients", ["-p", PORT, "-n", "3", "-B", "65534"], "BASEPORT+N-1 = 65536"),
+    ("peer", ["-r", "server", "-p", PORT, "-B", "5"], "-B is for -r client"),
+    ("peer", ["-r", "client", "-p", PORT, "-n", "0"], "-n 0 (until stopped) is for -r server"),
+    ("peer", ["-r", "client", "-p", PORT, "-s", "send:5,close,recv:1"], "after close"),
+    ("peer", ["-r", "client", "-p", PORT, "-s", "sned:5"], "-s: 'sned:5': unknown step"),
+    ("peer", ["-r", "client", "-p", PORT, "-s", "send:0"], "out of range"),
 ]
 
 BIG = ["9223372036854775808", "-9223372036854775809", "18446744073709551616",

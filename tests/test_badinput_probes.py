@@ -40,6 +40,9 @@ NUMERIC = [
     ("sockwatch", ["-1"], "-w", 1, 86400000),
     ("counters", [], "-i", 1, 3600000),
     ("counters", ["-i", "1000"], "-c", 1, 100000000),
+    ("capture", ["-i", "lo"], "-p", 1, 65535),
+    ("capture", ["-i", "lo"], "-s", 68, 262144),
+    ("capture", ["-i", "lo"], "-c", 1, 1000000000),
 ]
 BAD_NUMBERS = {
     "empty": "", "junk": "abc", "trailing-junk": "5x", "leading-blank": " 5", "plus": "+5",
@@ -53,6 +56,7 @@ INPUTS = [
     ("counters", [], "-N", []),
     ("counters", ["-S", "{snmp}"], "-d", []),
     ("counters", ["-d", "{snap}"], "-a", []),
+    ("capture", [], "-r", []),
 ]
 # Bad input paths: kind -> (path, extra options).  The word is the path.
 BAD_INPUT_PATHS = {
@@ -112,7 +116,8 @@ BAD_TREES = {
 }
 
 UNKNOWN_OPTIONS = ["-Z", "-9", "-?", "--help", "--verbose"]
-OPTION_LETTERS = {"sockwatch": "1ae46hispPdwrR", "counters": "SNdakich", "machine": "rh"}
+OPTION_LETTERS = {"sockwatch": "1ae46hcispPdwrR", "counters": "SNdakich", "machine": "rh",
+                  "capture": "irpfwsch"}
 EXTRA = [["extra"], ["-"], ["a", "b"]]
 
 # Options that do not go together
@@ -126,7 +131,38 @@ COMBOS = [
     ("counters", ["-i", "1000", "-d", "{snap}"], "-i"),
     ("counters", ["-d", "{snap}", "-a", "{snap}", "-S", "{snmp}"], "-a"),
     ("counters", ["-d", "{snap}", "-a", "{snap}", "-N", "{netstat}"], "-a"),
+    ("capture", [], "-i"),
+    ("capture", ["-p", "80"], "-i"),
+    ("capture", ["-i", "lo", "-r", "{pcap}"], "-i"),
+    ("capture", ["-r", "{pcap}", "-w", "{dir}/x.pcap"], "-r"),
+    ("capture", ["-r", "{pcap}", "-s", "100"], "-r"),
+    ("capture", ["-r", "{pcap}", "-c", "1"], "-r"),
 ]
+
+# capture: the interface, the filter, the files, the permission (word: what was wrong).  The
+# live ones open lo of the namespace the tests run in, read-only, and fail before a packet.
+CAPTURE = [
+    ("-i no-such-interface", ["-i", "tcplab-nosuch0"], "tcplab-nosuch0", ()),
+    ("-i name-too-long", ["-i", "x" * 40], "x" * 40, ()),
+    ("-f pcap_compile rejects", ["-i", "lo", "-f", "tcp port"], "-f", ()),
+    ("-f unknown word", ["-i", "lo", "-f", "tcp and frobnicate"], "-f", ()),
+    ("-f on a file", ["-r", "{pcap}", "-f", "port 99999"], "-f", ()),
+    ("-r truncated-record", ["-r", "{pcap_cut}"], "{pcap_cut}", ()),
+    ("-r truncated-header", ["-r", "{pcap_head_cut}"], "{pcap_head_cut}", ()),
+    ("-r not-pcap", ["-r", "{snmp}"], "{snmp}", ()),
+    ("no permission", ["-i", "lo"], "-i lo", ("nobody",)),
+    ("no permission with -w", ["-i", "lo", "-w", "{dir}/np.pcap"], "-i lo", ("nobody",)),
+]
+# capture -w: bad output paths, refused before a packet is captured
+BAD_CAPTURE_OUTPUTS = {
+    "directory": "{dir}",
+    "fifo": "{fifo}",
+    "dev-full": "/dev/full",
+    "missing-directory": "{dir}/nonexistent/c.pcap",
+    "under-a-file": "{empty}/c.pcap",
+    "in-proc": "/proc/tcplab-c.pcap",
+    "symlink-loop": "{loop}",
+}
 
 # Good runs whose stdout is /dev/full: the failed write is the one line
 STDOUT_FULL = [
@@ -136,6 +172,8 @@ STDOUT_FULL = [
     ("counters", ["-d", "{snap}", "-a", "{snap}", "-k", "TcpActiveOpens"]),
     ("machine", []),
     ("machine", ["-r", ROOT61]),
+    ("capture", ["-r", "{pcap}"]),
+    ("capture", ["-i", "lo"]),
 ]
 
 
@@ -157,6 +195,9 @@ def cases():
     for s in STATES:
         usage(f"-s {s!r}", "sockwatch", ["-s", s], "-s" if s == "" else s.strip() or "-s")
     usage("-s missing", "sockwatch", ["-s"], "-s")
+    for c in ["", "rq,", ",rq", "rq,,wq", "foo", "RQ", "rq wq", "wq,foo", "rq,rq,x" * 20]:
+        usage(f"-c {c[:12]!r}", "sockwatch", ["-c", c], "-c")
+    usage("-c missing", "sockwatch", ["-c"], "-c")
     for k in KEY_LISTS:
         usage(f"-k {k[:12]!r}", "counters", ["-d", "{snap}", "-k", k], "-k")
     usage("-k missing", "counters", ["-d", "{snap}", "-k"], "-k")
@@ -183,6 +224,15 @@ def cases():
             usage(f"unknown {u}", prog, [u], u[:2] if u.startswith("--") else u)
         for extra in EXTRA:
             usage(f"extra {' '.join(extra)}", prog, extra, extra[0])
+    usage("-i missing", "capture", ["-i"], "-i")
+    usage("-i empty-name", "capture", ["-i", ""], "-i")
+    usage("-w missing", "capture", ["-i", "lo", "-w"], "-w")
+    usage("-w empty-name", "capture", ["-i", "lo", "-w", ""], "-w")
+    usage("-f missing", "capture", ["-i", "lo", "-f"], "-f")
+    for cid, argv, word, opts in CAPTURE:
+        add(cid, "capture", argv, word, opts)
+    for kind, path in BAD_CAPTURE_OUTPUTS.items():
+        add(f"-w {kind}", "capture", ["-i", "lo", "-w", path], path)
     for prog, argv, word in COMBOS:
         usage("combo " + " ".join(a for a in argv if not a.startswith("{")), prog, argv, word)
     for prog, argv in STDOUT_FULL:
@@ -217,10 +267,13 @@ def files(bindir):
     snmp, netstat = os.path.join(PROC, "snmp-6.18"), os.path.join(PROC, "netstat-6.18")
     snap = subprocess.run([os.path.join(bindir, "counters"), "-S", snmp], capture_output=True,
                           check=True).stdout
+    with open(os.path.join(DATA, "pcap", "handshake.pcap"), "rb") as f:
+        pcap = f.read()
     p = {"dir": d, "snmp": snmp, "netstat": netstat}
     made = {"empty": b"", "junk": bytes(rng.getrandbits(8) for _ in range(4096)), "dump": dump,
             "dump_cut": dump[:10], "snap": snap, "snap_cut": snap[:len(snap) // 2 - 3],
-            "unreadable": b"TcpActiveOpens 1\n", "readonly": b""}
+            "unreadable": b"TcpActiveOpens 1\n", "readonly": b"",
+            "pcap": pcap, "pcap_cut": pcap[:len(pcap) - 7], "pcap_head_cut": pcap[:20]}
     for name, data in made.items():
         p[name] = os.path.join(d, name)
         with open(p[name], "wb") as f:

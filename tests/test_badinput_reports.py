@@ -17,11 +17,14 @@ from conftest import TOP
 
 OUT = os.path.join(TOP, "outputs")
 K618, K61, K612 = "6.18.44-fc-v782", "6.1.0-57-cloud-amd64", "6.12.117+deb12-cloud-amd64"
+WIRE = "6.18.44-fc-v1045"     # the reference run of the wire units
 
 # (report, kernel, units the report reads, [(unit, file, key or None, flags)])
 # flags: opt = the file may be missing (exit 0 then); empty = an empty file is valid;
 #        neg = a negative value is valid; str = the value is a string (any word is valid);
-#        soft = the key itself is optional (removing it is fine).
+#        soft = the key itself is optional (removing it is fine);
+#        elsewhere = the refusal may name the unit's directory or another of its files (status.txt:
+#        without it, or with an empty one, the directory is not a skipped unit's any more).
 TABLE = [
     ("p01-synretry", K618, ("p01-synretry", "p01-synretry-default"), [
         ("p01-synretry", "client.txt", "start_ns", ""),
@@ -135,6 +138,155 @@ TABLE = [
         ("poll-scaling", "selftest-r1.txt", "req_s", "opt neg"),
         ("poll-scaling", "machine.txt", "nproc", "opt"),
     ]),
+    # the wire units (tcplab_wire.py): a key may also be `key:V` (ss -tin) or `key V` inside a
+    # line (ip link's `mtu 1500`, nft's `counter packets 1`)
+    ("p01-wire-connect", WIRE, ("p01-wire-connect",), [
+        ("p01-wire-connect", "client.txt", "start_ns", ""),
+        ("p01-wire-connect", "client.txt", "elapsed_s", ""),
+        ("p01-wire-connect", "capture.txt", "t_ns", ""),
+        ("p01-wire-connect", "lo-capture.txt", "seq", ""),
+        ("p01-wire-connect", "ss-server.txt", "advmss", ""),
+        ("p01-wire-connect", "ss-client.txt", "mss", ""),
+        ("p01-wire-connect", "wire.txt", "mtu", ""),
+        ("p01-wire-connect", "lo-link.txt", "mtu", ""),
+        ("p01-wire-connect", "counters-delta.txt", "TcpActiveOpens", "neg"),
+        ("p01-wire-connect", "server-counters-delta.txt", "TcpPassiveOpens", "neg"),
+        ("p01-wire-connect", "listener.txt", "port", ""),
+        ("p01-wire-connect", "machine.txt", "kernel", "str"),
+        ("p01-wire-connect", "machine-server.txt", "kernel", "str"),
+        ("p01-wire-connect", "collected-at.txt", None, "opt"),
+    ]),
+    ("p01-synack-lost", WIRE, ("p01-synack-lost",), [
+        ("p01-synack-lost", "lost-client.txt", "start_ns", ""),
+        ("p01-synack-lost", "local-client.txt", "elapsed_s", ""),
+        ("p01-synack-lost", "lost-capture.txt", "seq", ""),
+        ("p01-synack-lost", "lost-server-capture.txt", "t_ns", ""),
+        ("p01-synack-lost", "lost-sockwatch.txt", "retrans", ""),
+        ("p01-synack-lost", "local-server-sockwatch.txt", "expires_ms", ""),
+        ("p01-synack-lost", "lost-counters-delta.txt", "TcpExtTCPSynRetrans", "neg"),
+        ("p01-synack-lost", "local-server-counters-delta.txt", "TcpExtTCPSynRetrans", "neg"),
+        ("p01-synack-lost", "local-listener.txt", "port", ""),
+        ("p01-synack-lost", "wire.txt", "packets", ""),
+        ("p01-synack-lost", "machine-server.txt", "kernel", "str"),
+    ]),
+    ("p01-wire-netem", WIRE, ("p01-wire-netem",), [
+        ("p01-wire-netem", "status.txt", None, "elsewhere"),
+    ]),
+    ("p01-icmp-unreachable", WIRE, ("p01-icmp-unreachable",), [
+        ("p01-icmp-unreachable", "host-unreachable-client.txt", "start_ns", ""),
+        ("p01-icmp-unreachable", "port-unreachable-client.txt", "elapsed_s", ""),
+        ("p01-icmp-unreachable", "admin-prohibited-client.txt", "syncnt", ""),
+        ("p01-icmp-unreachable", "admin-prohibited-capture.txt", "code_n", ""),
+        ("p01-icmp-unreachable", "port-unreachable-late-capture.txt", "seq", ""),
+        ("p01-icmp-unreachable", "port-unreachable-sockwatch.txt", "retrans", ""),
+        ("p01-icmp-unreachable", "port-unreachable-late-counters-delta.txt",
+         "TcpExtLockDroppedIcmps", "neg"),
+        ("p01-icmp-unreachable", "host-unreachable-server-counters-delta.txt",
+         "IcmpOutDestUnreachs", "neg"),
+        ("p01-icmp-unreachable", "machine.txt", "net.ipv4.tcp_syn_linear_timeouts", "soft"),
+        ("p01-icmp-unreachable", "wire.txt", "mtu", ""),
+    ]),
+    ("p01-rst-middlebox", WIRE, ("p01-rst-middlebox",), [
+        ("p01-rst-middlebox", "nft-client.txt", "start_ns", ""),
+        ("p01-rst-middlebox", "kernel-client.txt", "result", "str"),
+        ("p01-rst-middlebox", "kernel-capture.txt", "seq", ""),
+        ("p01-rst-middlebox", "nft-capture.txt", "t_ns", ""),
+        ("p01-rst-middlebox", "nft-sockwatch.txt", None, ""),
+        ("p01-rst-middlebox", "nft-counters-delta.txt", "TcpAttemptFails", "neg"),
+        ("p01-rst-middlebox", "kernel-server-counters-delta.txt", "TcpOutRsts", "neg"),
+        ("p01-rst-middlebox", "wire.txt", "mtu", ""),
+    ]),
+    ("p01-close-synsent-late", WIRE, ("p01-close-synsent-late",), [
+        ("p01-close-synsent-late", "client.txt", "start_ns", ""),
+        ("p01-close-synsent-late", "client.txt", "closed_ns", ""),
+        ("p01-close-synsent-late", "capture.txt", "t_ns", ""),
+        ("p01-close-synsent-late", "sockwatch.txt", "expires_ms", ""),
+        ("p01-close-synsent-late", "after-close.txt", None, "empty"),
+        ("p01-close-synsent-late", "counters-delta.txt", "TcpOutRsts", "neg"),
+        ("p01-close-synsent-late", "server-counters-delta.txt", "TcpExtEmbryonicRsts", "neg"),
+        ("p01-close-synsent-late", "wire.txt", "packets", ""),
+        ("p01-close-synsent-late", "machine.txt", "kernel", "str"),
+    ]),
+    ("p02-accept-queue", WIRE, ("p02-accept-queue",), [
+        ("p02-accept-queue", "burst-clients.txt", "result", "str"),
+        ("p02-accept-queue", "burst-clients.txt", "t_ms", ""),
+        ("p02-accept-queue", "burst-sysctls.txt", "net.core.somaxconn", ""),
+        ("p02-accept-queue", "burst-server-counters-delta.txt", "TcpExtListenOverflows", "neg soft"),
+        ("p02-accept-queue", "burst-end-server.txt", "rq", ""),
+        ("p02-accept-queue", "burst-end-client.txt", "wq", "empty"),
+        ("p02-accept-queue", "burst-capture.txt", None, ""),
+        ("p02-accept-queue", "burst-mark.txt", "t_ns", ""),
+    ]),
+    ("p03-small-writes", WIRE, ("p03-small-writes",), [
+        ("p03-small-writes", "baseline-client.txt", "p50_us", ""),
+        ("p03-small-writes", "baseline-requests.txt", "total_us", ""),
+        ("p03-small-writes", "sysctls.txt", "net.ipv4.tcp_pingpong_thresh", "str"),
+        ("p03-small-writes", "baseline-server-counters-delta.txt", "TcpExtDelayedACKs", "neg soft"),
+        ("p03-small-writes", "nodelay-capture.txt", None, ""),
+        ("p03-small-writes", "machine-server.txt", "hz", ""),
+    ]),
+    ("p04-short-reads", WIRE, ("p04-short-reads",), [
+        ("p04-short-reads", "constants.txt", "len", ""),
+        ("p04-short-reads", "wire-plain-recv.txt", "len", ""),
+        ("p04-short-reads", "wire-plain-recv.txt", "go_ns", ""),
+        ("p04-short-reads", "lo-waitall-recv.txt", "waitall", ""),
+        ("p04-short-reads", "wire-plain-capture.txt", None, ""),
+        ("p04-short-reads", "wire-plain-sockwatch-send.txt", "snd_mss", ""),
+    ]),
+    ("p04-full-buffers", WIRE, ("p04-full-buffers",), [
+        ("p04-full-buffers", "fill-sender.txt", "accepted", ""),
+        ("p04-full-buffers", "fill-reader.txt", "bytes", ""),
+        ("p04-full-buffers", "fill-sockwatch.txt", "wq", ""),
+        ("p04-full-buffers", "usertimeout-sender.txt", "user_timeout_ms", ""),
+        ("p04-full-buffers", "retries2-sysctl.txt", None, ""),
+        ("p04-full-buffers", "fill-capture.txt", None, ""),
+    ]),
+    ("p05-close", WIRE, ("p05-close",), [
+        ("p05-close", "unread-client.txt", "bytes", "neg soft"),
+        ("p05-close", "unread-client.txt", "revents", "str soft"),
+        ("p05-close", "orderly-server.txt", "t_ns", ""),
+        ("p05-close", "params.txt", "reply", ""),
+        ("p05-close", "orderly-sockwatch.txt", "expires_ms", ""),
+        ("p05-close", "unread-server-counters-delta.txt", "TcpExtTCPAbortOnClose", "neg soft"),
+        ("p05-close", "lost-capture.txt", None, ""),
+    ]),
+    ("p05-close-wait", WIRE, ("p05-close-wait",), [
+        ("p05-close-wait", "orphan-client.txt", "t_ns", ""),
+        ("p05-close-wait", "sockwatch.txt", "expires_ms", ""),
+        ("p05-close-wait", "server-sockwatch.txt", "state", "str"),
+        ("p05-close-wait", "after-sockstat.txt", "tw", ""),
+        ("p05-close-wait", "orphan-capture.txt", None, ""),
+    ]),
+    ("p05-fin-wait2-timeout", WIRE, ("p05-fin-wait2-timeout",), [
+        ("p05-fin-wait2-timeout", "sysctl-client.txt", "value", ""),
+        ("p05-fin-wait2-timeout", "sysctl-sockwatch.txt", "expires_ms", ""),
+        ("p05-fin-wait2-timeout", "abort-counters-delta.txt", "TcpExtTCPAbortOnData", "neg soft"),
+        ("p05-fin-wait2-timeout", "floor-capture.txt", None, ""),
+    ]),
+    ("p06-time-wait", WIRE, ("p06-time-wait",), [
+        ("p06-time-wait", "client-closes-sockwatch.txt", "expires_ms", ""),
+        ("p06-time-wait", "client-closes-server.txt", "local", "str soft"),
+        ("p06-time-wait", "countdown.txt", "expires_ms", ""),
+        ("p06-time-wait", "sockstat-during.txt", "tw", ""),
+        ("p06-time-wait", "counters-delta.txt", "TcpExtTW", "neg soft"),
+        ("p06-time-wait", "server-closes-capture.txt", None, ""),
+    ]),
+    ("p06-port-exhaustion", WIRE, ("p06-port-exhaustion",), [
+        ("p06-port-exhaustion", "wire-client.txt", "t_ns", ""),
+        ("p06-port-exhaustion", "wire-client.txt", "us", ""),
+        ("p06-port-exhaustion", "wire-last.txt", "errno", "str"),
+        ("p06-port-exhaustion", "loopback-poll.txt", "ret", ""),
+        ("p06-port-exhaustion", "wire-tw.txt", "expires_ms", ""),
+        ("p06-port-exhaustion", "sysctls.txt", "net.ipv4.tcp_tw_reuse_delay", ""),
+        ("p06-port-exhaustion", "params.txt", "lo", ""),
+        ("p06-port-exhaustion", "sysctl-changes.txt", None, ""),
+        ("p06-port-exhaustion", "buckets-sockstat.txt", None, ""),
+        ("p06-port-exhaustion", "wire-counters-delta.txt", "TcpActiveOpens", "neg"),
+        ("p06-port-exhaustion", "bind-old1-new1.txt", None, ""),
+        ("p06-port-exhaustion", "bound-r1.txt", "us", ""),
+        ("p06-port-exhaustion", "sockwatch.txt", None, ""),
+        ("p06-port-exhaustion", "reuse1-capture.txt", None, ""),
+    ]),
 ]
 
 FILE_MUTATIONS = ("missing", "empty", "cut", "fifo", "devzero", "directory", "junk")
@@ -162,13 +314,16 @@ def case_id(c):
 
 def key_line(text, key):
     """(line index, regex) of the first line that carries key as key=value, `sysctl key=`, or
-    a counter line `key value`."""
+    a counter line `key value`; failing those, the first with `key:value` or ` key value`."""
     lines = text.split("\n")
     for i, line in enumerate(lines):
         if re.search(rf"(^|\s){re.escape(key)}=", line):
             return lines, i, re.compile(rf"((?:^|\s){re.escape(key)}=)\S*")
         if re.match(rf"{re.escape(key)} ", line):
             return lines, i, re.compile(rf"^({re.escape(key)} )\S+")
+    for i, line in enumerate(lines):     # ss's `key:V`, ip link's and nft's `… key V …`
+        if re.search(rf"(^|\s){re.escape(key)}[: ]\S", line):
+            return lines, i, re.compile(rf"((?:^|\s){re.escape(key)}[: ])\S+")
     raise AssertionError(f"{key} not in the file")
 
 
@@ -254,8 +409,8 @@ def test_report_on_bad_raw(case, tmp_path):
     assert len(lines) == 1, r.stderr
     assert "Traceback" not in r.stderr and "internal error" not in r.stderr, r.stderr
     assert lines[0].startswith(report + ".py: "), lines[0]
-    assert f"{unit}/{name}" in lines[0] or (m == "missing" and name.startswith(unit)), \
-        lines[0]                                               # it names the file
+    assert f"{unit}/{name}" in lines[0] or (m == "missing" and name.startswith(unit)) or \
+        ("elsewhere" in flags.split() and f"{unit}" in lines[0]), lines[0]     # it names the file
     assert snapshot(outdir) == before, "outputs changed on a refusal"
 
 

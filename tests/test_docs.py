@@ -96,3 +96,31 @@ def test_marker_parsing():
     assert quoted_blocks(text) == [("outputs/r/f.txt", ["l1", "l2"], 2)]
     with pytest.raises(ValueError):
         quoted_blocks("<!-- quote: outputs/r/f.txt -->\ntext\n")
+
+
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+def relative_links(text):
+    """The relative link targets (no scheme, no pure #anchor) of a markdown text, anchors cut."""
+    out = []
+    for target in LINK.findall(text):
+        if re.match(r"^[a-z][a-z0-9+.-]*:", target) or target.startswith("#"):
+            continue
+        out.append(target.split("#", 1)[0])
+    return out
+
+
+def test_relative_links_resolve():
+    bad = []
+    for md in sorted(DOCS.glob("*.md")):
+        for target in relative_links(md.read_text()):
+            path = (md.parent / target).resolve()
+            if not path.exists():
+                bad.append(f"{md.name}: {target}")
+    assert not bad, "links to missing files: " + ", ".join(bad)
+
+
+def test_link_parsing():
+    text = "[a](../outputs/r/x.svg) [b](https://e.org/y) [c](#top) [d](p.md#sec)"
+    assert relative_links(text) == ["../outputs/r/x.svg", "p.md"]

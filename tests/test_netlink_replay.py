@@ -40,14 +40,36 @@ def diag_msg(state=1, timer=1, retrans=3, sport=21010, dport=40000, expires=987,
         struct.pack("=IIIII", expires, rq, wq, 0, inode)
 
 
-def tcp_info(length, rto_us=1000000, backoff=2, total_retrans=5, total_rto=9):
-    """A struct tcp_info of `length` bytes (104: the oldest kernels; 232: 6.1; 248: 6.7+)."""
-    b = bytearray(256)
-    b[0], b[4] = 2, backoff                     # tcpi_state SYN_SENT, tcpi_backoff
+# struct tcp_info offsets (include/uapi/linux/tcp.h) of the fields sockwatch prints, and a
+# distinct value for each, so a field read from the wrong place cannot pass.
+INFO_FIELDS = [  # (key sockwatch prints, offset, struct format, value)
+    ("probes", 3, "B", 3), ("backoff", 4, "B", 2), ("ato_us", 12, "I", 40000),
+    ("snd_mss", 16, "I", 1448), ("rcv_mss", 20, "I", 536), ("unacked", 24, "I", 7),
+    ("sacked", 28, "I", 5), ("last_send_ms", 44, "I", 111), ("last_recv_ms", 52, "I", 222),
+    ("total_retrans", 100, "I", 5), ("notsent", 144, "I", 4096),
+    ("rwnd_limited_us", 176, "Q", 1 << 33), ("sndbuf_limited_us", 184, "Q", 12345),
+    ("snd_wnd", 228, "I", 65535), ("rcv_wnd", 232, "I", 131072), ("total_rto", 240, "H", 9),
+]
+
+
+def tcp_info(length, rto_us=1000000, **over):
+    """A struct tcp_info of `length` bytes (104: the oldest kernels; 232: 6.1; 248: 6.7+; 280:
+    6.18), each field of INFO_FIELDS set to its own value (or to over[key])."""
+    b = bytearray(288)
+    b[0] = 2                                    # tcpi_state SYN_SENT
     struct.pack_into("=I", b, 8, rto_us)        # tcpi_rto
-    struct.pack_into("=I", b, 100, total_retrans)
-    struct.pack_into("=H", b, 240, total_rto)   # tcpi_total_rto (6.7)
+    for key, off, fmt, value in INFO_FIELDS:
+        struct.pack_into("=" + fmt, b, off, over.get(key, value))
     return bytes(b[:length])
+
+
+SKMEM_KEYS = ["rmem", "rcvbuf", "wmem", "sndbuf", "fwd", "wqueued", "optmem", "backlog", "drops"]
+INET_DIAG_SKMEMINFO = 7
+
+
+def skmem(n=9):
+    """INET_DIAG_SKMEMINFO: n of the SK_MEMINFO_* u32s, each its own value (1000 * (i + 1))."""
+    return nlattr(INET_DIAG_SKMEMINFO, struct.pack(f"={n}I", *(1000 * (i + 1) for i in range(n))))
 
 
 def dump(*msgs):
@@ -91,20 +113,48 @@ def test_synsent_retransmissions_counted_up(bindir):
 
 # ---- hand-built bytes -------------------------------------------------------------------------
 
-@pytest.mark.parametrize("length,backoff,total_retrans,total_rto", [
-    (104, 2, 5, 0),      # the first tcp_info: later fields read as 0
-    (232, 2, 5, 0),      # 6.1: no tcpi_total_rto yet
-    (248, 2, 5, 9),      # 6.7+
-    (256, 2, 5, 9),      # a newer kernel's longer struct is cut, not refused
-])
-def test_tcp_info_of_any_length(bindir, tmp_path, length, backoff, total_retrans, total_rto):
+@pytest.mark.parametrize("length", [104, 160, 192, 232, 248, 280, 288])
+def test_tcp_info_of_any_length(bindir, tmp_path, length):
+    """Each field is read where the kernel's struct is long enough and is 0 beyond it (104: the
+    first tcp_info; 232: 6.1, up to tcpi_snd_wnd; 248: 6.7, tcpi_total_rto; 288: longer than
+    any kernel we know, cut); info_len is the length the kernel sent."""
     msg = diag_msg(state=2) + nlattr(INET_DIAG_INFO, tcp_info(length))
     r, rows = replay(bindir, write(tmp_path, "d.bin", dump(msg)), "-1")
     assert r.returncode == 0, r.stderr
     (row,) = rows
     assert row["state"] == "SYN-SENT" and row["rto_ms"] == "1000"
-    assert (int(row["backoff"]), int(row["total_retrans"]), int(row["total_rto"])) == \
-        (backoff, total_retrans, total_rto)
+    assert row["info_len"] == str(length)
+    for key, off, fmt, value in INFO_FIELDS:
+        fits = off + struct.calcsize(fmt) <= length
+        assert row[key] == str(value if fits else 0), (key, length)
+
+
+def test_socket_memory(bindir, tmp_path):
+    """INET_DIAG_SKMEMINFO in the kernel's order (SK_MEMINFO_RMEM_ALLOC … SK_MEMINFO_DROPS); a
+    shorter array leaves the rest 0; without the attribute, no skmem keys."""
+    full = diag_msg(cookie=(1, 0)) + skmem()
+    short = diag_msg(cookie=(2, 0), sport=2) + skmem(4)
+    bare = diag_msg(cookie=(3, 0), sport=3)
+    r, rows = replay(bindir, write(tmp_path, "d.bin", dump(full, short, bare)), "-1")
+    assert r.returncode == 0, r.stderr
+    a, b, c = rows
+    assert [a[k] for k in SKMEM_KEYS] == [str(1000 * (i + 1)) for i in range(9)]
+    assert [b[k] for k in SKMEM_KEYS] == ["1000", "2000", "3000", "4000"] + ["0"] * 5
+    assert not any(k in c for k in SKMEM_KEYS) and c["info_len"] == "0"
+
+
+def test_change_fields_option(bindir, tmp_path):
+    """-c: a field named there makes a change line; one not named does not."""
+    one = diag_msg(cookie=(1, 0)) + nlattr(INET_DIAG_INFO, tcp_info(232, snd_wnd=65535))
+    two = diag_msg(cookie=(1, 0)) + nlattr(INET_DIAG_INFO, tcp_info(232, snd_wnd=0))
+    path = write(tmp_path, "d.bin", dump(one) + dump(two))
+    for args, events in [((), ["new"]), (("-c", "wq,probes"), ["new"]),
+                         (("-c", "snd_wnd"), ["new", "change"]),
+                         (("-c", "rq,snd_wnd,drops"), ["new", "change"])]:
+        r, rows = replay(bindir, path, *args)
+        assert r.returncode == 0, r.stderr
+        assert [x["event"] for x in rows] == events, args
+    assert rows[1]["snd_wnd"] == "0"
 
 
 def test_fields_of_inet_diag_msg(bindir, tmp_path):
@@ -169,14 +219,55 @@ def test_timer_names_are_ss_names(bindir, tmp_path, timer, name):
 
 def test_zero_window_sender_is_persist(bindir):
     """A receiver that never reads (record.sh): the sender's ICSK_TIME_PROBE0, which ss shows as
-    timer:(persist,...), with what it could not send in Send-Q; idiag_retrans counts the
-    zero-window probes (icsk_probes_out) and goes up."""
+    timer:(persist,...), with what it could not send in Send-Q.  idiag_retrans and tcpi_probes
+    are both icsk_probes_out: the probes not yet answered.  The receiver here is alive and ACKs
+    each probe, and tcp_ack() sets icsk_probes_out back to 0 on every ACK ("Something worked"),
+    so it goes 0, 1, 0 while the backoff only grows (tcp_send_probe0())."""
     r, rows = replay(bindir, os.path.join(NL, "persist.bin"))
     assert r.returncode == 0, r.stderr
     assert rows and all(x["state"] == "ESTAB" and x["timer"] == "persist" for x in rows)
     assert all(int(x["wq"]) > 0 and x["peer"] == "127.0.0.1:21030" for x in rows)
-    probes = [int(x["retrans"]) for x in rows]
-    assert probes == sorted(probes) and probes[-1] > probes[0]
+    assert max(int(x["retrans"]) for x in rows) >= 1          # a probe went out
+    backoff = [int(x["backoff"]) for x in rows]
+    assert backoff == sorted(backoff) and backoff[-1] > backoff[0]
+    # tcp_info agrees: the peer's window is 0, tcpi_probes is icsk_probes_out too, and what
+    # waits is unsent (notsent) and charged to the send buffer (wqueued)
+    for x in rows:
+        assert x["snd_wnd"] == "0" and x["probes"] == x["retrans"], x
+        assert 0 < int(x["notsent"]) <= int(x["wq"]) <= int(x["wqueued"]), x
+
+
+def test_every_timer_kind_in_one_sample(bindir):
+    """timers.bin (record.sh): off, on (a SYN-RECV request retransmitting its SYN-ACK),
+    keepalive, timewait and persist, each from a real socket, with the fields each kind has."""
+    r, rows = replay(bindir, os.path.join(NL, "timers.bin"), "-1")
+    assert r.returncode == 0, r.stderr
+    assert {x["timer"] for x in rows} == {"off", "on", "keepalive", "timewait", "persist"}
+    (ka,) = [x for x in rows if x["timer"] == "keepalive"]
+    assert ka["state"] == "ESTAB" and ka["peer"].endswith(":21040")
+    assert 0 < int(ka["expires_ms"]) <= 600 * 1000          # TCP_KEEPIDLE 600 s
+    (tw,) = [x for x in rows if x["timer"] == "timewait"]
+    assert tw["state"] == "TIME-WAIT" and tw["peer"].endswith(":21041")
+    assert 0 < int(tw["expires_ms"]) <= 60 * 1000           # TCP_TIMEWAIT_LEN
+    (req,) = [x for x in rows if x["state"] == "SYN-RECV"]
+    assert req["timer"] == "on" and req["local"].endswith(":21042")
+    assert 0 < int(req["expires_ms"]) <= 1000               # TCP_TIMEOUT_INIT
+    # TIME-WAIT and request sockets are minisocks: no tcp_info, no socket memory
+    for x in (tw, req):
+        assert x["info_len"] == "0" and "rto_ms" not in x and "rmem" not in x, x
+    assert all(int(x["info_len"]) >= 232 and "rmem" in x for x in rows if x["state"] == "ESTAB")
+    (zw,) = [x for x in rows if x["timer"] == "persist"]
+    (rcv,) = [x for x in rows if x["local"] == zw["peer"]]
+    # the receiver that never reads: its window is 0, its queue holds what came
+    assert rcv["rcv_wnd"] == "0" and int(rcv["rq"]) > 0 and 0 < int(rcv["rmem"])
+
+
+def test_listener_reports_its_queue_in_tcp_info(bindir):
+    """For a LISTEN socket, tcp_get_info() puts the accept queue in tcpi_unacked and the backlog
+    in tcpi_sacked: the same numbers as idiag_rqueue/idiag_wqueue."""
+    r, rows = replay(bindir, os.path.join(NL, "listen-estab.bin"), "-1")
+    listen = [x for x in rows if x["state"] == "LISTEN"]
+    assert listen and all((x["unacked"], x["sacked"]) == (x["rq"], x["wq"]) for x in listen)
 
 
 # ---- record files: a failed write names the file, not the query -------------------------------

@@ -30,6 +30,8 @@ PORT_PROGRAMS = {
     "connect_block": [],
     "connect_many": ["-n", "1"],
     "connect_timeout": ["-t", "100", "-m", "close"],
+    "stream_send": [],
+    "stream_recv": [],
 }
 BAD_PORTS = ["0", "65536", "-1", "abc", "80x", ""]
 

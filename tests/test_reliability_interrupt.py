@@ -1,12 +1,13 @@
 """Interrupts and crashes leave nothing behind: SIGINT, SIGTERM, SIGHUP, SIGQUIT or SIGKILL at
-20 random points of `./run.sh --quick`, to run.sh alone or to its whole process group (what
+20 random points of a run of the --quick units and every wire unit, to run.sh alone or to its whole process group (what
 Ctrl-C does); two signals 20-50 ms apart; a signal while cleanup runs (right after the
 "finished" line, right after the "interrupted" line); and, with --kernel (marker qemu), signals
 to run.sh and SIGKILL to vm.sh while the guest runs.
 
 After each interrupt (and, for SIGKILL, after the next run.sh, which must reap and say so):
-no namespace of the run, no process it started, no socket on the lab's ports in the host
-namespace, no temporary file or directory, no stale run record, no VM work directory, and every
+no namespace of the run (a wire unit's server namespace included), no veth end or nft table of
+ours in the host's namespace, no process it started (a capture probe included), no socket on
+the lab's ports in the host namespace, no temporary file or directory, no stale run record, no VM work directory, and every
 .json in the output directory parses.  The RNG seed is printed; TCPLAB_INTERRUPT_SEED=N repeats
 a sequence.  docs/reliability.md."""
 import fcntl
@@ -114,6 +115,19 @@ def leftovers(out, pid, tag, ports, baseline_inodes):
     found += [f"stale record {r}" for r in stale_records(out)]
     found += [f"VM work directory {d}"
               for d in glob.glob(os.path.join(out, "**", "tcplab-vm.*"), recursive=True)]
+    found += wire_leftovers()
+    return found
+
+
+def wire_leftovers():
+    """What a wire unit could leave in the host's namespace if it were made there: a veth end
+    (they are made inside the unit's namespaces: docs/wire.md) or an nft table of ours."""
+    links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
+    found = [f"host link {m}" for m in re.findall(r"^\d+: (veth-[cs])[@:]", links, re.M)]
+    nft = shutil.which("nft")
+    if nft:
+        tables = subprocess.run([nft, "list", "tables"], capture_output=True, text=True).stdout
+        found += [f"host nft {t}" for t in tables.splitlines() if t.strip() == "table inet tcplab"]
     return found
 
 
@@ -168,9 +182,20 @@ def truncated_outputs(out):
     return bad
 
 
+def interrupted_units():
+    """What the interrupts hit: the --quick set and every wire unit (a client and a server
+    namespace, a veth pair, nft tables, capture probes), side by side.  A long unit (quick
+    skip: it waits out a kernel timer of a minute) is killed in the middle of its wait by its own
+    case instead (below, and test_p05_close_wait.py), so that 20 interrupts stay short."""
+    import tcplab
+    return [u["unit"] for u in tcplab.read_units()
+            if u["quick"] == "run" and (u["set"] == "default"
+                                         or str(u["netns"]).startswith("wire"))]
+
+
 def start(out, tag, *units):
     env = dict(os.environ, TL_CONNECTS=CONNECTS, **{TAG: tag})
-    args = [RUN, "--out", out] + (list(units) or ["--quick"])
+    args = [RUN, "--out", out] + (list(units) or interrupted_units())
     return subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                             env=env, start_new_session=True)
 
@@ -290,6 +315,49 @@ def test_signal_during_cleanup(tmp_path):
                   for x in wait_clean(out, p.pid, tag, ports, baseline)]
     print(f"\nsignals during cleanup: {tries}, leaks found: {len(leaks)}")
     assert not leaks, "\n".join(leaks)
+
+
+LONG_WAITS = [("p06-time-wait", "[p06-time-wait] TIME-WAIT, waited ")]
+
+
+@pytest.mark.parametrize("unit,needle", LONG_WAITS, ids=[u for u, _ in LONG_WAITS])
+@pytest.mark.parametrize("sig,target", [(signal.SIGINT, "group"), (signal.SIGTERM, "pid"),
+                                        (signal.SIGKILL, "pid")],
+                         ids=["SIGINT-group", "SIGTERM-pid", "SIGKILL-pid"])
+def test_long_unit_killed_in_its_wait(tmp_path, unit, needle, sig, target):
+    """A long unit stopped in the middle of its wait (p06-time-wait: its TIME-WAIT sockets have
+    about 55 s to go, its progress line says so): no namespace, no process, no veth, nothing
+    left.  After SIGKILL, which runs no trap, the unit lives on in its own session until the next
+    run.sh reaps it and says so."""
+    out, tag, ports, baseline = fresh_case(tmp_path)
+    p = start(out, tag, unit)
+    got = []
+    try:
+        for line in p.stderr:
+            got.append(line)
+            if needle in line:
+                (os.killpg if target == "group" else os.kill)(p.pid, sig)
+                break
+        assert got and needle in got[-1], "".join(got)[-2000:]
+        left = []
+        if sig == signal.SIGKILL:
+            p.wait(timeout=30)
+            r = start(out, tag, "p01-machine")
+            _, rerr = r.communicate(timeout=60)
+            assert r.returncode == 0 and "left by an interrupted run" in rerr, rerr[-2000:]
+            left += wait_clean(out, r.pid, tag, ports, baseline)
+        else:
+            _, rest = p.communicate(timeout=60)
+            assert p.returncode == 128 + sig, ("".join(got) + rest)[-2000:]
+        left += wait_clean(out, p.pid, tag, ports, baseline)
+    finally:
+        if p.poll() is None:
+            p.kill()
+        p.stderr.close()
+        for pid in tagged_pids(tag):
+            os.kill(pid, signal.SIGKILL)
+    print(f"\n{unit}: {sig.name} to {target} in its wait, leaks found: {len(left)}")
+    assert not left, "\n".join(left)
 
 
 def test_double_signals(tmp_path):
@@ -440,3 +508,25 @@ def test_kernel_vm_sh_killed(tmp_path):
     left = wait_vm_clean(out, tag)
     print(f"\nSIGKILL to vm.sh: exit 1, leaks found: {len(left)}")
     assert not left, "\n".join(left)
+
+
+def test_exit_removes_a_dead_reports_temporary_file(tmp_path):
+    """A report killed outright (SIGKILL, the OOM killer) leaves .NAME.XXXX.tmp-PID in the
+    output directory while run.sh lives on.  run.sh's exit trap, which still holds the lock,
+    removes it: it is not left for the next run to find."""
+    out, tag, ports, baseline = fresh_case(tmp_path)
+    p = start(out, tag, "p01-machine")
+    err, planted = [], None
+    for line in p.stderr:
+        err.append(line)
+        if planted is None and "started in namespace" in line:
+            planted = os.path.join(out, ".p01-machine.txt.k1ll3d.tmp-4194304")
+            with open(planted, "w") as f:
+                f.write("half a report")
+            os.killpg(p.pid, signal.SIGQUIT)
+    p.wait(timeout=60)
+    assert planted, "".join(err)
+    assert p.returncode == 128 + signal.SIGQUIT, "".join(err)
+    assert not os.path.exists(planted), "".join(err)
+    assert "left by an interrupted run" in "".join(err)
+    assert not wait_clean(out, p.pid, tag, ports, baseline)

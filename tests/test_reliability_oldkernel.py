@@ -65,6 +65,9 @@ def test_short_tcp_info_reads_as_zero(bindir):
     assert max(int(x["total_retrans"]) for x in old) >= 1
     assert {x["total_rto"] for x in old} == {"0"}
     assert max(int(x["total_rto"]) for x in new) >= 1
+    # sockwatch prints the length it got; tcpi_rcv_wnd (6.2) lies past 6.1's end, so 0 there
+    assert {x["info_len"] for x in old} == {"232"} and {x["rcv_wnd"] for x in old} == {"0"}
+    assert min(int(x["info_len"]) for x in new) > 232 and min(int(x["rcv_wnd"]) for x in new) > 0
     # and 6.1 doubles the SYN RTO where 6.18 keeps it linear (tcp_syn_linear_timeouts)
     assert [x["rto_ms"] for x in old if x["retrans"] == "1"] == ["2000"]
 

@@ -246,6 +246,33 @@ def test_reaper_deletes_only_dead_runs_namespaces(tmp_path):
                 os.unlink(path)
 
 
+def test_a_killed_runs_lock_released_late_is_still_reaped(tmp_path):
+    """After a SIGKILL, run.sh's lock holder dies of its parent-death signal a moment later, so
+    the next run may find the lock of a run that is gone still taken.  Its run.sh pid no longer
+    exists: the reaper waits (at most 2 s) for the lock, then reaps (seen in the interrupt test
+    under load)."""
+    tag = os.urandom(4).hex()
+    ns = f"tcplab-999997-{tag}-late"
+    subprocess.run([NETNS_SH, "create", ns], check=True, capture_output=True)
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    rec = make_record(f"run.{tag}late", [f"id={tag}late", f"pid={gone.pid}", f"ns={ns}"])
+    holder = subprocess.Popen(["flock", "-x", rec, "sh", "-c", "echo held; sleep 0.7"],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        r = run(["--out", str(tmp_path / "out"), "p01-machine"])
+        assert r.returncode == 0, r.stderr[-2000:]
+        assert "removed 1 namespace(s) left by an interrupted run" in r.stderr, r.stderr
+        names = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+        assert ns not in names and not os.path.exists(rec)
+    finally:
+        holder.wait(timeout=5)
+        subprocess.run([NETNS_SH, "delete", ns], capture_output=True)
+        if os.path.exists(rec):
+            os.unlink(rec)
+
+
 def test_stale_vm_dirs(tmp_path):
     """rs_reap_vm_dirs removes a vm.sh work directory only when it is marked and its lock is
     free; one still locked, one unmarked, a symlink and another user's are left."""

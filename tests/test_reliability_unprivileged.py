@@ -129,3 +129,32 @@ def test_stale_tag_alone_is_not_killed_without_root(user_dir, bindir):
     finally:
         victim.kill()
         victim.wait()
+
+
+def test_units_that_need_root_are_skipped_by_a_set_and_refused_by_name(user_dir, bindir):
+    """Without root, a unit that needs it (root=yes, a wire, netns 2) is said skipped when a
+    set chose it, and the others run; named on the command line, it is refused (exit 4)."""
+    need_userns()
+    exp = os.path.join(user_dir, "exp")
+    shutil.copytree(os.path.join(TOP, "experiments", "lib"), os.path.join(exp, "lib"))
+    with open(os.path.join(exp, "units"), "w") as f:
+        f.write("t-lo   - default run no 1 30 no  1    no\n"
+                "t-wire - default run no 1 30 yes wire no\n")
+    for name in ("t-lo", "t-wire"):
+        with open(os.path.join(exp, f"{name}.sh"), "w") as f:
+            f.write('. "$(dirname "$0")/lib/collect.sh"\ntl_init "$1"\necho ran > "$RAW/ran.txt"\n')
+    for root, dirs, files in os.walk(exp):
+        for n in dirs + files:
+            os.chmod(os.path.join(root, n), 0o755)
+    env = dict(user_env(user_dir, bindir, "s" + str(os.getpid())), TCPLAB_EXPERIMENTS=exp)
+    out = os.path.join(user_dir, "out")
+    r = as_user([os.path.join(TOP, "run.sh"), "--out", out], capture_output=True, text=True,
+                env=env, timeout=120)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "t-wire: skipped: not root" in r.stderr
+    assert "1 unit(s) ran, 0 failed, 1 skipped (t-wire: needs root" in r.stderr
+    assert os.path.exists(os.path.join(out, "raw", "t-lo", "ran.txt"))
+    assert not os.path.exists(os.path.join(out, "raw", "t-wire"))
+    r = as_user([os.path.join(TOP, "run.sh"), "--out", out, "t-wire"], capture_output=True,
+                text=True, env=env, timeout=120)
+    assert r.returncode == 4 and r.stderr.count("\n") == 1 and "t-wire needs root" in r.stderr, r.stderr

@@ -1,7 +1,8 @@
 """Each probe under valgrind (memcheck) on saved inputs — replayed sock_diag dumps, saved /proc
 files and snapshots, a saved machine tree with a gzip'ed config — and once live: no error and
 no leak of any kind.  Needs the normal build (valgrind cannot run an ASan one: under
-`make sanitize` these skip, and ASan's LeakSanitizer does the leak part).  `make valgrind`."""
+`make sanitize` these skip, and ASan's LeakSanitizer does the leak part).  capture -r replays the
+committed captures of tests/data/pcap.  `make valgrind`."""
 import gzip
 import os
 import shutil
@@ -13,6 +14,7 @@ from conftest import DATA
 
 NL = os.path.join(DATA, "netlink")
 PROC = os.path.join(DATA, "proc")
+PCAP = os.path.join(DATA, "pcap")
 VALGRIND = ["valgrind", "--error-exitcode=99", "--leak-check=full", "--show-leak-kinds=all",
             "--errors-for-leak-kinds=all", "--track-fds=no", "-q"]
 
@@ -43,7 +45,8 @@ def inputs(plain, tmp_path_factory):
     gz_only = d / "root-gz"
     shutil.copytree(tree, gz_only)
     shutil.rmtree(gz_only / "boot")
-    return {"snap": str(snap), "tree": str(tree), "gz_only": str(gz_only)}
+    return {"snap": str(snap), "tree": str(tree), "gz_only": str(gz_only),
+            "keep": str(d / "links.bin")}
 
 
 CASES = {
@@ -63,7 +66,17 @@ CASES = {
     "machine config.gz": ["machine", "-r", "{gz_only}"],
     "machine live": ["machine"],
     "machine bad option": ["machine", "-Z"],
+    "machine links replay": ["machine", "-r", "{tree}", "-l", os.path.join(NL, "links.bin")],
+    "machine links garbled": ["machine", "-r", "{tree}", "-l", os.path.join(NL, "synsent.bin")],
+    "machine live links kept": ["machine", "-w", "{keep}"],
+    "capture bad option": ["capture", "-Z"],
+    "capture no such interface": ["capture", "-i", "tcplab-nosuch0"],
+    "capture not a pcap": ["capture", "-r", os.path.join(PROC, "snmp-6.18")],
+    "capture bad filter": ["capture", "-r", os.path.join(PCAP, "icmp.pcap"), "-f", "tcp port"],
 }
+# capture -r on every committed capture (the decoder, the connection table, the file reader)
+CASES.update({f"capture replay {n}": ["capture", "-r", os.path.join(PCAP, n + ".pcap"), "-p", "21013"]
+              for n in ("handshake", "handshake6", "synretry", "icmp", "tcpdump")})
 
 
 @pytest.mark.parametrize("name", sorted(CASES))

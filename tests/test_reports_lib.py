@@ -295,3 +295,44 @@ def test_partial_unit_is_never_reported_as_a_run(tmp_path):
     assert r.returncode == 1 and r.stderr.count("\n") == 1, r.stderr
     assert "did not finish (failed: sockwatch exited 143)" in r.stderr
     assert not list(out.iterdir())
+
+
+SIGNALLED_REPORT = '''import os, sys
+sys.path.insert(0, sys.argv[3])
+import tcplab as t
+
+def build(rawroot, outdir):
+    real = os.replace
+    def held(src, dst):
+        # the temporary file is written and not yet renamed: the moment a signal can strand it
+        print("holding", flush=True)
+        sys.stdin.read()
+        real(src, dst)
+    os.replace = held
+    t.atomic_write_all({os.path.join(outdir, "x.txt"): "x\\n", os.path.join(outdir, "x.json"): "{}\\n"})
+
+sys.exit(t.report_main(sys.argv[:3], build))
+'''
+
+
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT"])
+def test_a_signalled_report_leaves_no_temporary_file(tmp_path, sig):
+    """Each catchable signal, arriving between a report's write and its rename, unwinds it:
+    exit 128+N, no temporary file, no traceback.  Before SIGHUP and SIGQUIT had handlers, the
+    interpreter died of them and left .x.txt.XXXX.tmp-PID (CI, SIGQUIT to run.sh's group)."""
+    import signal
+    script = tmp_path / "report.py"
+    script.write_text(SIGNALLED_REPORT)
+    out = tmp_path / "out"
+    out.mkdir()
+    p = subprocess.Popen(["python3", str(script), str(tmp_path), str(out),
+                          os.path.join(TOP, "experiments")],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True)
+    assert p.stdout.readline() == "holding\n"
+    assert [n for n in os.listdir(out) if ".tmp-" in n], "no temporary file to strand"
+    p.send_signal(getattr(signal, sig))
+    _, err = p.communicate(timeout=10)
+    assert p.returncode == 128 + getattr(signal, sig), err
+    assert "Traceback" not in err
+    assert os.listdir(out) == []

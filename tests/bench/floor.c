@@ -15,6 +15,7 @@
  * received or read in all), so the caller can check the floor saw what the probe saw.  CPU is
  * measured by the caller (wait4's rusage).
  */
+#include "tl_cli.h"
 #include "tl_diag.h"
 #include "tl_util.h"
 

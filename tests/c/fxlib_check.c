@@ -2,12 +2,15 @@
  * tests/test_fixtures_lib.py: prints one "name=value" line per fact for pytest to compare.
  *   transient=E1,E2,...   the errnos fx_accept_transient() calls transient (of errno 1..200)
  *   list <arg> n=N err=E bad=<item>   what fx_parse_list() makes of each argument
+ *   steps <arg> n=N err=E bad=<item> why=<reason> <step>...   what fx_steps_parse() makes of
+ *                         each argument, the steps printed back by fx_step_text()
  *   rank_mismatch=K       how many (n, p) with n in 1..3000 and whole p in 1..100 give a rank
  *                         other than ceil(p*n/100) (integer arithmetic)
  *   pct n=N p=P value=V   fx_percentile_sorted() of 1..N */
 #include "fx_names.h"
 #include "fx_sock.h"
 #include "fx_stats.h"
+#include "fx_steps.h"
 #include "tl_util.h"
 
 #include <errno.h>
@@ -45,6 +48,23 @@ static void list(const char *arg)
 	printf("\n");
 }
 
+static void steps(const char *arg)
+{
+	struct fx_step out[FX_STEPS_MAX];
+	const char *bad = NULL, *why = "";
+	size_t badlen = 0;
+	char text[32];
+	int n;
+
+	n = fx_steps_parse(arg, out, FX_STEPS_MAX, &bad, &badlen, &why);
+	printf("steps '%s' n=%d err=%s bad='%.*s' why='%s'", arg, n,
+	       n < 0 ? tl_errno_name(errno) : "0", n < 0 ? (int)badlen : 0, n < 0 ? bad : "",
+	       n < 0 ? why : "");
+	for (int i = 0; i < n; i++)
+		printf(" %s", fx_step_text(&out[i], text, sizeof(text)) == 0 ? text : "?");
+	printf("\n");
+}
+
 static int percentiles(void)
 {
 	enum { N = 3000 };
@@ -69,7 +89,11 @@ static int percentiles(void)
 int main(int argc, char **argv)
 {
 	transient();
-	for (int i = 1; i < argc; i++)
-		list(argv[i]);
+	for (int i = 1; i < argc; i++) {
+		if (strncmp(argv[i], "steps=", 6) == 0)
+			steps(argv[i] + 6);
+		else
+			list(argv[i]);
+	}
 	return percentiles() < 0 || fflush(stdout) != 0;
 }

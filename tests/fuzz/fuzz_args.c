@@ -1,7 +1,8 @@
 /* fuzz_args — the checked parsers every program runs on its command line: numbers
  * (tl_parse_ll, as tl_opt_ll and tl_opt_port call it), name lists (fx_parse_list, the fixtures'
- * -m) and TCP state names (tl_state_parse). */
+ * -m), peer's step lists (fx_steps_parse) and TCP state names (tl_state_parse). */
 #include "fx_names.h"
+#include "fx_steps.h"
 #include "tl_diag.h"
 #include "tl_util.h"
 
@@ -9,6 +10,29 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* A step list that parses has 1..FX_STEPS_MAX steps, close only last, each printable; one that
+ * does not names an item inside s. */
+static void check_steps(const char *s)
+{
+	struct fx_step out[FX_STEPS_MAX];
+	const char *bad, *why;
+	char text[32];
+	size_t badlen;
+	int n = fx_steps_parse(s, out, FX_STEPS_MAX, &bad, &badlen, &why);
+
+	if (n < 0) {
+		if (bad < s || bad + badlen > s + strlen(s) || why == NULL)
+			abort();
+		return;
+	}
+	if (n < 1 || n > FX_STEPS_MAX)
+		abort();
+	for (int i = 0; i < n; i++)
+		if (fx_step_text(&out[i], text, sizeof(text)) < 0 ||
+		    (out[i].op == FX_STEP_CLOSE && i != n - 1))
+			abort();
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -54,6 +78,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (tl_parse_ll(s, 1, 65535, &v) == 0 && (v < 1 || v > 65535))
 		abort();
 	check_list(s);
+	check_steps(s);
 	(void)tl_state_parse(s, &mask);
 	free(s);
 	return 0;

@@ -62,9 +62,55 @@ def gunzip_seeds():
                                            b"config", b"seed")
 
 
+def link_seeds():
+    """Each RTM_NEWLINK message of links.bin alone before its NLMSG_DONE: small inputs whose
+    mutations reach the attribute checks of tl_link_replay sooner than the whole dump's."""
+    data = open(os.path.join(DATA, "netlink", "links.bin"), "rb").read()
+    msgs, at = [], 0
+    while at + 16 <= len(data):
+        n = struct.unpack_from("=I", data, at)[0]
+        if n < 16:
+            break
+        msgs.append(data[at:at + ((n + 3) & ~3)])
+        at += (n + 3) & ~3
+    done = [m for m in msgs if struct.unpack_from("=H", m, 4)[0] == 3]
+    for i, m in enumerate(x for x in msgs if struct.unpack_from("=H", x, 4)[0] == 16):
+        yield f"links-{i}.bin", m + (done[0] if done else b"")
+
+
+def pcap_records(path):
+    """(linktype, [packet bytes]) of a pcap file (either byte order, micro- or nanosecond)."""
+    data = open(path, "rb").read()
+    end = "<" if data[:4] in (b"\xd4\xc3\xb2\xa1", b"\x4d\x3c\xb2\xa1") else ">"
+    linktype = struct.unpack(end + "I", data[20:24])[0]
+    out, off = [], 24
+    while off + 16 <= len(data):
+        caplen = struct.unpack(end + "I", data[off + 8:off + 12])[0]
+        out.append(data[off + 16:off + 16 + caplen])
+        off += 16 + caplen
+    return linktype, out
+
+
+def pcap_seeds():
+    """fuzz_pcap inputs (tests/fuzz/fuzz_pcap.c): selector 0 (Ethernet), the port, line size 0,
+    then length-prefixed packets: each file whole (the connection table across packets), each
+    packet alone, and each packet as raw IP (selector 3) without its Ethernet header."""
+    for path in sorted(glob.glob(os.path.join(DATA, "pcap", "*.pcap"))):
+        base = os.path.basename(path)[:-5]
+        linktype, pkts = pcap_records(path)
+        if linktype != 1:
+            continue
+        head = bytes([0]) + struct.pack(">H", 21013) + b"\0"
+        yield f"{base}-all", head + b"".join(struct.pack(">H", len(p)) + p for p in pkts)
+        for i, p in enumerate(pkts):
+            yield f"{base}-{i}", head + struct.pack(">H", len(p)) + p
+            yield f"{base}-{i}-raw", bytes([3]) + head[1:] + struct.pack(">H", len(p) - 14) + p[14:]
+
+
 def seeds():
     netlink = sorted(glob.glob(os.path.join(DATA, "netlink", "*.bin")))
-    yield "fuzz_diag", ((os.path.basename(p), open(p, "rb").read()) for p in netlink)
+    yield "fuzz_diag", [(os.path.basename(p), open(p, "rb").read()) for p in netlink] + \
+        list(link_seeds())
     snmp = [(os.path.basename(p), open(p, "rb").read()) for p in proc_files()]
     snaps = [(n + ".snapshot", snapshot(d.decode("latin-1"))) for n, d in snmp]
     yield "fuzz_snmp", snmp + [s for s in snaps if s[1]]
@@ -78,6 +124,7 @@ def seeds():
              "9223372036854775807", "-9223372036854775808", "99999999999999999999",
              "syn-sent", "SYN-RECV", "all", "listen", "time-wait", "estab"]
     yield "fuzz_args", ((f"arg-{i}", w.encode()) for i, w in enumerate(words))
+    yield "fuzz_pcap", pcap_seeds()
 
 
 def main(outdir):

@@ -1,0 +1,312 @@
+"""p02-accept-queue: the accept queue's kernel facts, each expected value derived from the
+sysctls and constants the run recorded (raw/p02-accept-queue/PART-sysctls.txt), never from this
+machine's numbers.
+
+Live (root, netns): the unit runs once through ./run.sh --out TMP and check_facts() holds on it.
+Replay (no root): the report on the committed reference raw reproduces the committed .txt, the
+same facts hold there, an edited raw (one more queued connection, a lost reset) makes them fail,
+and bad raw input is one line with nothing written.  The new fixtures' bad input: one line,
+exit 2."""
+import glob
+import json
+import os
+import re
+import shutil
+import subprocess
+
+import pytest
+
+from conftest import TOP
+
+NAME = "p02-accept-queue"
+RUN = os.path.join(TOP, "run.sh")
+REPORT = os.path.join(TOP, "experiments", NAME + ".py")
+RAWS = sorted(glob.glob(os.path.join(TOP, "outputs", "*", "raw", NAME)))
+
+
+def run_report(rawroot, outdir):
+    return subprocess.run(["/usr/bin/python3", REPORT, str(rawroot), str(outdir)],
+                          capture_output=True, text=True, timeout=60)
+
+
+def load(outdir):
+    with open(os.path.join(outdir, NAME + ".json")) as f:
+        return json.load(f)
+
+
+def rows(part, group=None):
+    return [x for x in part["clients"] if group is None or x["group"] == group]
+
+
+def between(sm, key, counter):
+    """The counter was read between the snapshot and the mark: it lies within the packets
+    counted up to each."""
+    lo, hi = sm["bounds"][key]
+    return lo <= counter <= hi
+
+
+def check_facts(obj):
+    """The kernel facts of every part; expected values from the part's recorded sysctls."""
+    p = obj["parts"]
+    for name, part in p.items():
+        sm, ss, k = part["summary"], part["settings"]["server"], part["settings"]["constant"]
+        # what listen() asked, capped by somaxconn: the LISTEN socket's Send-Q
+        backlog = min(part["listen_arg"], ss["somaxconn"])
+        assert sm["listen_wq"] == backlog == part["listen_backlog_shown"], name
+        assert part["capture"]["dropped"] == 0 and part["capture"]["ifdropped"] == 0, name
+        assert ss["tcp_synack_retries"] >= 1, name
+        # no part's segments reach the next part's counters (queue_clients resets its sockets
+        # at exit): the server sends RSTs only where tcp_abort_on_overflow=1 asks for them
+        if ss["tcp_abort_on_overflow"] == 0:
+            assert sm["server"]["TcpOutRsts"] == 0, name
+
+    # 1. seq: N+1 queued (sk_acceptq_is_full compares with >), the rest in SYN-SENT, each SYN
+    # of theirs dropped at the full queue (ListenOverflows), and retransmitted by them
+    s = p["seq"]
+    n = s["settings"]["constant"]["backlog_n"]
+    sm = s["summary"]
+    assert sm["listen_rq"] == n + 1
+    assert sm["connected"] == n + 1 and sm["pending"] == len(rows(s)) - (n + 1) >= 1
+    left = [x for x in rows(s) if x["connect"] == "pending"]
+    assert all(x["state"] == "SYN-SENT" and x["retrans"] >= 1 and x["server"] == "nothing"
+               for x in left)
+    assert between(sm, "syns_from_pending", sm["server"]["TcpExtListenOverflows"])
+    assert sm["server"]["TcpExtListenOverflows"] >= 2 * len(left)
+    assert sm["server"]["TcpExtListenDrops"] == sm["server"]["TcpExtListenOverflows"]
+    lo, hi = sm["bounds"]["syns_from_pending"]
+    assert lo - len(left) <= sm["client"]["TcpExtTCPSynRetrans"] <= hi - len(left)
+
+    # 2. burst: every connect() returned; N+1 queued, the rest held as requests in SYN-RECV,
+    # their bytes unacknowledged in the client's Send-Q; every ACK of theirs that reached the
+    # server was dropped at the full queue; the server retransmitted its SYN-ACKs
+    for name in ("burst", "abort"):
+        b = p[name]
+        n, nbytes = b["settings"]["constant"]["backlog_n"], b["settings"]["constant"]["bytes"]
+        sm = b["summary"]
+        burst, pre = rows(b, "clients"), rows(b, "pre")
+        room = (n + 1) - len(pre)
+        assert sm["listen_rq"] == n + 1, name
+        assert sm["connected"] == len(burst) + len(pre) and sm["pending"] == 0, name
+        assert sm["connected_not_queued"] == len(burst) - room >= 1, name
+        assert [x["server"] for x in burst[:room]] == ["queued"] * room, name
+        assert all(x["server_rq"] == nbytes for x in burst[:room]), name
+        assert between(sm, "acks_from_unqueued", sm["server"]["TcpExtListenOverflows"]), name
+        assert sm["server"]["TcpExtListenOverflows"] >= len(burst) - room, name
+        assert all(x["send"]["ret"] == nbytes for x in burst), name
+    b = p["burst"]
+    late = rows(b, "clients")[(b["settings"]["constant"]["backlog_n"] + 1) - len(rows(b, "pre")):]
+    nbytes = b["settings"]["constant"]["bytes"]
+    assert all(x["server"] == "request" and x["state"] == "ESTAB" and x["send_q"] == nbytes
+               for x in late)
+    assert b["requests"] == len(late)
+    assert all(s["send_q"] == nbytes for s in b["sent_snapshot"]
+               if s["local"] in {x["local"] for x in late})
+    assert between(b["summary"], "synacks_beyond_first",
+                   b["summary"]["server"]["TcpExtTCPSynRetrans"])
+    assert 1 <= b["summary"]["synacks_beyond_first"] <= \
+        len(late) * b["settings"]["server"]["tcp_synack_retries"]
+    assert b["summary"]["server"]["TcpOutRsts"] == 0 and b["settings"]["server"][
+        "tcp_abort_on_overflow"] == 0
+
+    # 3. abort: the late ACKs answered by RST: the client's recv() says ECONNRESET (after its
+    # send() had succeeded), the next send() EPIPE; the requests are gone
+    a = p["abort"]
+    assert a["settings"]["server"]["tcp_abort_on_overflow"] == 1
+    late = [x for x in rows(a, "clients") if x["server"] != "queued"]
+    assert a["requests"] == 0
+    assert a["summary"]["resets_seen"] == len(late)
+    assert between(a["summary"], "rsts_at_server_end", len(late))
+    for x in late:
+        assert x["recv"]["errno"] == "ECONNRESET" and x["send_after"]["errno"] == "EPIPE"
+        assert x["send"]["t_ms"] <= x["recv"]["t_ms"] <= x["send_after"]["t_ms"]
+    sc = a["summary"]["server"]
+    assert sc["TcpExtEmbryonicRsts"] == sc["TcpOutRsts"] == len(late)
+    assert a["summary"]["client"]["TcpEstabResets"] == len(late)
+
+    # 4. somaxconn: listen(1000) capped; backlog+1 get in
+    m = p["somaxconn"]
+    cap = m["settings"]["server"]["somaxconn"]
+    assert m["listen_arg"] > cap and m["summary"]["listen_wq"] == cap
+    assert m["summary"]["listen_rq"] == m["summary"]["connected"] == cap + 1
+
+    # 5. floods: the request queue holds backlog+1 before it is "full"
+    # (inet_csk_reqsk_queue_is_full: qlen > sk_max_ack_backlog); then cookies or drops; without
+    # cookies a small tcp_max_syn_backlog keeps its last quarter (qlen <= max - max/4)
+    for name, want in (("flood-cookies", "cookies"), ("flood-drop", "drop"),
+                       ("flood-quarter", "quarter")):
+        f = p[name]
+        fb = f["settings"]["constant"]["flood_backlog"]
+        flood = f["settings"]["constant"]["flood"]
+        mx = f["settings"]["server"]["tcp_max_syn_backlog"]
+        sm, sc = f["summary"], f["summary"]["server"]
+        client = rows(f, "client")[0]
+        assert len(rows(f, "flood")) == flood
+        if want == "cookies":
+            assert f["settings"]["server"]["tcp_syncookies"] == 1
+            assert f["requests"] == fb + 1
+            cookies = flood - (fb + 1) + 1     # the rest of the flood and the client
+            assert sc["TcpExtSyncookiesSent"] == sc["TcpExtTCPReqQFullDoCookies"] == cookies
+            assert sc["TcpExtSyncookiesRecv"] == 1 and sc["TcpExtSyncookiesFailed"] == 0
+            assert client["connect"] == "established" and client["server"] == "queued"
+            assert sm["listen_rq"] == 1 and sm["pending"] == 0
+        else:
+            assert f["settings"]["server"]["tcp_syncookies"] == 0
+            if want == "drop":
+                assert mx - (fb + 1) >= mx >> 2       # the quarter rule does not bite first
+                admitted = fb + 1
+                assert between(sm, "syns_from_pending", sc["TcpExtTCPReqQFullDrop"])
+            else:
+                admitted = mx - (mx >> 2) + 1
+                assert admitted <= fb + 1
+                assert sc["TcpExtTCPReqQFullDrop"] == 0
+            assert f["requests"] == admitted
+            assert sm["pending"] == flood - admitted + 1
+            assert between(sm, "syns_from_pending", sc["TcpExtListenDrops"])
+            assert sc["TcpExtSyncookiesSent"] == 0
+            assert client["connect"] == "pending" and client["state"] == "SYN-SENT"
+        # the kernel log line: where it exists it names the port and the choice; the quarter
+        # rule prints none (tcp_syn_flood_action() is not reached)
+        for line in f["kmsg"]:
+            # 6.18: "port 192.0.2.2:21205."; 6.1: "port 21205." (no address yet)
+            assert re.search(rf"Possible SYN flooding on port (\S+:)?{f['port']}\.", line["msg"])
+            assert ("Sending cookies" if want == "cookies" else "Dropping request") in line["msg"]
+        if want == "quarter":
+            assert f["kmsg"] == []
+
+
+# ---- replay ------------------------------------------------------------------------------------
+
+def replay(tmp_path, raw, edit=None):
+    root = tmp_path / "raw"
+    shutil.copytree(raw, root / NAME)
+    if edit:
+        edit(root / NAME)
+    out = tmp_path / "out"
+    out.mkdir()
+    return run_report(root, out), out
+
+
+@pytest.mark.parametrize("raw", RAWS, ids=lambda r: r.split(os.sep)[-3])
+def test_the_report_reproduces_the_committed_reference_and_its_facts_hold(tmp_path, raw):
+    r, out = replay(tmp_path, raw)
+    assert r.returncode == 0 and r.stderr == "", r.stderr
+    committed = os.path.join(os.path.dirname(os.path.dirname(raw)), NAME + ".txt")
+    with open(committed) as f, open(out / (NAME + ".txt")) as g:
+        assert g.read() == f.read()
+    check_facts(load(out))
+
+
+def test_there_is_a_host_reference():
+    assert RAWS, "no committed outputs/*/raw/p02-accept-queue"
+
+
+def _edit(path, old, new):
+    with open(path) as f:
+        text = f.read()
+    assert old in text, (path, old)
+    with open(path, "w") as f:
+        f.write(text.replace(old, new, 1))
+
+
+def test_the_facts_can_fail_one_more_queued(tmp_path):
+    """A LISTEN Recv-Q of N+2 is not the kernel's N+1: check_facts refuses it."""
+    r, out = replay(tmp_path, RAWS[0], lambda d: _edit(
+        d / "seq-end-server.txt", "state=LISTEN timer=off expires_ms=0 retrans=0 rq=5 ",
+        "state=LISTEN timer=off expires_ms=0 retrans=0 rq=6 "))
+    assert r.returncode == 0, r.stderr
+    with pytest.raises(AssertionError):
+        check_facts(load(out))
+
+
+def test_the_facts_can_fail_a_reset_not_seen(tmp_path):
+    def edit(d):
+        p = d / "abort-clients.txt"
+        lines = [x for x in p.read_text().splitlines(True) if not x.startswith("recv i=4 ")]
+        p.write_text("".join(lines))
+    r, out = replay(tmp_path, RAWS[0], edit)
+    assert r.returncode == 0, r.stderr
+    with pytest.raises(AssertionError):
+        check_facts(load(out))
+
+
+@pytest.mark.parametrize("name", ["seq-sysctls.txt", "burst-end-server.txt", "abort-clients.txt",
+                                  "flood-cookies-kmsg.txt", "somaxconn-capture.txt",
+                                  "flood-drop-server-counters-delta.txt"])
+def test_bad_raw_input_is_one_line_and_nothing_written(tmp_path, name):
+    def edit(d):
+        p = d / name
+        if name.endswith("kmsg.txt"):
+            p.write_text("ready pid=1\n")           # no end line: kmsg_watch did not finish
+        elif name.endswith("sysctls.txt"):
+            _edit(p, "server net.core.somaxconn=", "server net.core.somaxconn=x")
+        elif name.endswith("clients.txt"):
+            p.write_text("".join(x for x in p.read_text().splitlines(True)
+                                 if not x.startswith("ready ")))
+        elif name.endswith("end-server.txt"):
+            p.write_text(p.read_text()[:60] + "\n")    # a line cut short: no state, no queues
+        else:
+            p.write_text(p.read_text().splitlines(True)[0])
+    r, out = replay(tmp_path, RAWS[0], edit)
+    assert r.returncode == 1
+    assert len(r.stderr.strip().splitlines()) == 1 and name.split(".")[0] in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr
+    assert os.listdir(out) == []
+
+
+def test_a_missing_part_is_one_line(tmp_path):
+    r, out = replay(tmp_path, RAWS[0], lambda d: os.unlink(d / "flood-quarter-end-client.txt"))
+    assert r.returncode == 1 and "flood-quarter-end-client.txt" in r.stderr
+    assert os.listdir(out) == []
+
+
+def test_the_unit_is_a_wire_unit_in_the_labs_set():
+    import tcplab
+    u = {x["unit"]: x for x in tcplab.read_units()}[NAME]
+    assert (u["set"], u["quick"], u["alone"], u["root"], str(u["netns"]), u["qemu"]) == \
+        ("labs", "run", False, True, "wire", True)
+    assert u["expect_s"] < u["limit_s"] <= 150
+
+
+# ---- the new fixtures' bad input ---------------------------------------------------------------
+
+@pytest.mark.parametrize("argv,words", [
+    (["queue_clients", "-p", "1", "-n", "0"], "-n '0'"),
+    (["queue_clients", "-p", "1", "-n", "2", "-m", "flood"], "want seq or burst"),
+    (["queue_clients", "-p", "1", "-n", "3", "-B", "65534"], "BASEPORT+N-1"),
+    (["queue_clients", "-p", "1", "-n", "1", "-s", "-5"], "-s '-5'"),
+    (["queue_clients", "-n", "1"], "missing -p"),
+    (["kmsg_watch", "-g", ""], "-g"),
+    (["kmsg_watch", "extra"], "extra"),
+])
+def test_fixture_bad_input_is_one_line_exit_2(bindir, argv, words):
+    r = subprocess.run([os.path.join(bindir, argv[0])] + argv[1:], capture_output=True,
+                       text=True, timeout=5)
+    assert r.returncode == 2 and r.stdout == ""
+    assert len(r.stderr.splitlines()) == 1 and words in r.stderr, r.stderr
+
+
+# ---- live --------------------------------------------------------------------------------------
+
+@pytest.mark.netns
+def test_live_run_shows_the_kernel_facts(tmp_path, bindir):
+    r = subprocess.run([RUN, "--out", str(tmp_path), NAME], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr[-3000:]
+    check_facts(load(tmp_path))
+    assert os.path.getsize(tmp_path / (NAME + "-ladder.svg")) > 0
+
+
+def test_another_listeners_flood_line_is_not_taken_for_this_parts(tmp_path):
+    """/dev/kmsg is the machine's: a line about another port (another namespace's listener,
+    printed while the part ran) is left out, and the quarter rule still shows no line."""
+    def edit(d):
+        p = d / "flood-quarter-kmsg.txt"
+        lines = p.read_text().splitlines(True)
+        lines.insert(1, "kmsg seq=1 level=6 facility=0 ts_us=1 read_ns=1 msg=TCP: request_sock_TCP: "
+                        "Possible SYN flooding on port 127.0.0.1:9999. Sending cookies.\n")
+        p.write_text("".join(lines))
+    r, out = replay(tmp_path, RAWS[0], edit)
+    assert r.returncode == 0, r.stderr
+    obj = load(out)
+    assert obj["parts"]["flood-quarter"]["kmsg"] == []
+    check_facts(obj)

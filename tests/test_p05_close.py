@@ -1,0 +1,272 @@
+"""p05-close: four ways to end a connection, on the wire.  The same kernel facts are asserted on
+the committed reference (the report replayed on outputs/RELEASE/raw/, no root) and on a live
+run (./run.sh --out TMP p05-close, root and namespaces), each bound derived from what that run
+recorded (params.txt, the sysctls, HZ, TCP_TIMEWAIT_LEN), never from a speed: FIN, ACK, FIN,
+ACK and the closer's TIME-WAIT; RST, not FIN, on close with unread data, TCPAbortOnClose, and
+the bytes the client had queued still read before ECONNRESET; the reply lost when it never
+reached the client's queue; no TIME-WAIT after SO_LINGER 0 and the counter that counts it;
+the half-close.  Then the report on bad raw input."""
+import os
+import subprocess
+
+import pytest
+
+from unit_replay import Report, drop_line, replace, params, PY, RUN, REF
+
+NAME = "p05-close"
+R = Report(NAME)
+report = R.run
+load = R.load
+broken_copy = R.broken_copy
+TCP_TIMEWAIT_LEN_MS = 60000          # include/net/tcp.h
+
+
+def flags(seg):
+    return seg["flags"]
+
+
+def jiffy_ms(j):
+    return 1000 / j["hz"]
+
+
+# ---- the kernel facts, on one report's JSON ------------------------------------------------
+
+def check_orderly(j, prm):
+    p = j["parts"]["orderly"]
+    fd = p["findings"]
+    # FIN, ACK, FIN, ACK, in that order, and no RST
+    order = [fd[k]["t_ms"] for k in ("fin_client", "ack_server", "fin_server", "ack_client")]
+    assert order == sorted(order)
+    assert "F" in flags(fd["fin_client"]) and "F" in flags(fd["fin_server"])
+    assert fd["rst"] == 0
+    for side in ("counters", "server_counters"):
+        assert p[side]["TcpOutRsts"] == 0 and p[side]["TcpEstabResets"] == 0
+    # the closer: ESTAB -> FIN-WAIT-1 -> FIN-WAIT-2 -> TIME-WAIT, each sampled after the call
+    # that caused it began (peer's and sockwatch's clock: the capture's is mapped onto it by
+    # one measured offset, which a guest's clock does not keep)
+    seen = [s["state"] for s in p["states"]]
+    assert seen[-4:] == ["ESTAB", "FIN-WAIT-1", "FIN-WAIT-2", "TIME-WAIT"], seen
+    assert set(seen[:-4]) <= {"SYN-SENT"}, seen      # a slow guest may sample the handshake
+    st = {s["state"]: s for s in p["states"]}
+    assert st["FIN-WAIT-1"]["t_s"] * 1e3 >= fd["client_close_began_ms"]
+    assert st["FIN-WAIT-2"]["t_s"] * 1e3 >= st["FIN-WAIT-1"]["t_s"] * 1e3
+    assert st["TIME-WAIT"]["t_s"] * 1e3 >= fd["server_close_began_ms"]
+    # an orphan (the client closed) gets FIN-WAIT-2 as a timewait socket when tcp_fin_timeout
+    # is at most TCP_TIMEWAIT_LEN (tcp_rcv_state_process: tcp_time_wait(sk, TCP_FIN_WAIT2, tmo)),
+    # its timer tcp_fin_timeout; sockwatch sees the same cookie, so a change, not gone+new
+    fin_timeout_ms = j["sysctls"]["net.ipv4.tcp_fin_timeout"] * 1000
+    if fin_timeout_ms <= TCP_TIMEWAIT_LEN_MS:
+        assert fd["fin_wait_2_kind"] == "timewait" and fd["fin_wait_2_timer"] == "timewait"
+        # armed when the ACK came, after the client's close() began and before the sample
+        lo = fin_timeout_ms - fd["fin_wait_2_sampled_after_close_ms"] - 2 * jiffy_ms(j)
+        assert lo <= fd["fin_wait_2_expires_ms"] <= fin_timeout_ms
+    # TIME-WAIT: armed with TCP_TIMEWAIT_LEN when the server's FIN came
+    assert st["TIME-WAIT"]["kind"] == "timewait" and st["TIME-WAIT"]["timer"] == "timewait"
+    lo = TCP_TIMEWAIT_LEN_MS - fd["time_wait_sampled_after_close_ms"] - 2 * jiffy_ms(j)
+    assert lo <= fd["time_wait_expires_ms"] <= TCP_TIMEWAIT_LEN_MS
+    # TW counts the timewait timer's first arming (__inet_twsk_schedule, timeo > 4 s)
+    assert p["counters"]["TcpExtTW"] == 1 and p["server_counters"]["TcpExtTW"] == 0
+    # the peer: CLOSE-WAIT until its close(), then gone (LAST-ACK lasts one round trip)
+    sv = [s["state"] for s in p["server_states"]]
+    assert sv[0] in ("SYN-RECV", "ESTAB") and "CLOSE-WAIT" in sv and sv[-1] == "gone", sv
+    assert fd["server_close_ms"] >= fd["server_close_began_ms"] >= fd["client_close_began_ms"]
+    assert fd["close_wait_ms"] > 0 and fd["last_ack_ms"] > 0
+
+
+def check_unread(j, prm, name):
+    p = j["parts"][name]
+    fd = p["findings"]
+    unread = prm["request"] - prm["read"]
+    assert fd["server_read"] == prm["read"] and fd["server_unread_inq"] == unread
+    assert fd["server_rq_last_sample"] == unread
+    assert fd["server_sent"] == prm["reply"]
+    # __tcp_close(): unread data -> RST (with ACK), no FIN; TCPAbortOnClose, and the state
+    # ESTABLISHED -> CLOSE counted by TcpEstabResets on both sides
+    assert "R" in flags(fd["rst"]) and not fd["fin_from_server"]
+    assert fd["abort_on_close"] == 1
+    assert p["server_counters"]["TcpExtTCPAbortOnClose"] == 1
+    assert p["counters"]["TcpExtTCPAbortOnClose"] == 0
+    assert p["server_counters"]["TcpEstabResets"] == 1 and p["counters"]["TcpEstabResets"] == 1
+    assert "err" in fd["client_wait"]["revents"]
+    return p, fd
+
+
+def check_reads(fd, error):
+    """The client's reads after the RST: the bytes it had queued, then `error` (once: sock_error()
+    takes sk_err), then 0 (tcp_done() set RCV_SHUTDOWN)."""
+    errs = [r["errno"] for r in fd["client_reads"]]
+    assert fd["client_error"] == error
+    if error is not None:
+        assert errs.count(error) == 1
+        after = fd["client_reads"][errs.index(error) + 1:]
+    else:
+        assert set(errs) == {"none"}
+        after = [r for r in fd["client_reads"] if r["ret"] <= 0]
+    assert after and all(r["ret"] == 0 for r in after)
+
+
+def check_unread_survives(j, prm):
+    p, fd = check_unread(j, prm, "unread")
+    # the reply reached the client's receive queue before the RST: tcp_reset() purges the
+    # write queue, not the receive queue, and tcp_recvmsg_locked() reads the queue before it
+    # looks at sk_err
+    assert fd["client_rq_sampled"] == prm["reply"]
+    assert fd["client_inq_after_rst"] == prm["reply"]
+    assert fd["client_bytes_before_error"] == prm["reply"] and fd["reply_survived"]
+    check_reads(fd, "ECONNRESET")
+    assert p["server_counters"]["TcpOutRsts"] == 1
+    assert fd["nft"] is None and len(fd["resets_from_server"]) == 1
+
+
+def check_sendfirst(j, prm):
+    p, fd = check_unread(j, prm, "sendfirst")
+    # a send() first takes the error (sk_stream_error(): sock_error() or else EPIPE), so the
+    # reads that follow see the queued reply, then EOF, as after a FIN: no read reports the RST
+    assert [x["errno"] for x in fd["client_sends_after_rst"]] == ["ECONNRESET", "EPIPE"]
+    assert fd["client_inq_after_rst"] == prm["reply"]
+    assert fd["client_bytes_before_error"] == prm["reply"]
+    check_reads(fd, None)
+
+
+def check_lost(j, prm):
+    p, fd = check_unread(j, prm, "lost")
+    # nft dropped the reply (and only it) at the client's input; the server's RST ended the
+    # connection before any retransmission could repair that
+    assert fd["nft"]["packets"] >= 1
+    assert [s["len"] for s in fd["reply_segments"]][0] == prm["reply"]
+    assert fd["client_rq_sampled"] == 0 and fd["client_inq_after_rst"] == 0
+    assert fd["client_bytes_before_error"] == 0 and not fd["reply_survived"]
+    check_reads(fd, "ECONNRESET")
+    # the RST's seq is beyond the client's rcv_nxt: RFC 5961 challenge ACK, then the RST the
+    # server (no socket any more) sends in answer, whose seq is that ACK's ack
+    assert p["counters"]["TcpExtTCPChallengeACK"] == 1
+    ch = fd["client_after_ack"]
+    assert ch is not None and ch["ack"] != fd["rst"]["seq"]
+    last = fd["resets_from_server"][-1]
+    assert len(fd["resets_from_server"]) == 2 and last["seq"] == ch["ack"]
+    assert p["server_counters"]["TcpOutRsts"] == 2
+
+
+def check_linger0(j, prm):
+    p = j["parts"]["linger0"]
+    fd = p["findings"]
+    assert fd["linger"] == "linger:0" and fd["linger_ret"] == 0
+    # tcp_disconnect() from __tcp_close(): RST, no FIN, no TIME-WAIT
+    assert "R" in flags(fd["rst"]) and not fd["fin_from_client"]
+    assert not fd["time_wait_sampled"]
+    assert [s["state"] for s in p["states"]][-1] == "gone"
+    assert p["counters"]["TcpExtTW"] == 0
+    # counted by TCPAbortOnData (__tcp_close's SOCK_LINGER branch), not TCPAbortOnClose
+    assert fd["counted_by"] == ["TcpExtTCPAbortOnData"]
+    assert p["counters"]["TcpOutRsts"] == 1 and p["counters"]["TcpEstabResets"] == 1
+    # the server still reads the request it had queued, then ECONNRESET
+    assert fd["server_inq_after_rst"] == prm["request"]
+    assert fd["server_bytes_before_error"] == prm["request"]
+    assert fd["server_error"] == "ECONNRESET"
+
+
+def check_shutdown(j, prm):
+    p = j["parts"]["shutdown"]
+    fd = p["findings"]
+    assert fd["server_read_before_eof"] == prm["request"] and fd["server_eof_ret"] == 0
+    assert fd["server_eof_ms"] >= fd["shutdown_began_ms"]
+    # the peer can still send; the closer still receives
+    assert fd["server_sent_after_eof"] == prm["half"]
+    assert fd["data_after_client_fin"] == prm["half"]
+    assert fd["client_read_after_shutdown"] == prm["half"] and fd["client_eof_ret"] == 0
+    assert fd["client_eof_ms"] >= fd["server_close_began_ms"]
+    # a FIN-WAIT-2 the process still holds is a full socket (not an orphan: no timewait)
+    assert fd["fin_wait_2_full_socket"] and fd["fin_wait_2_inode"] > 0
+    assert fd["time_wait_sampled"]
+    for side in ("counters", "server_counters"):
+        assert p[side]["TcpOutRsts"] == 0
+
+
+def check_all(out, raw):
+    j = load(out)
+    prm = params(raw)
+    check_orderly(j, prm)
+    check_unread_survives(j, prm)
+    check_lost(j, prm)
+    check_sendfirst(j, prm)
+    check_linger0(j, prm)
+    check_shutdown(j, prm)
+    return j
+
+
+# ---- the committed reference, replayed -----------------------------------------------------
+
+@pytest.fixture(scope="module")
+def ref_out(tmp_path_factory):
+    return R.replay(tmp_path_factory)
+
+
+def test_reference_kernel_facts(ref_out):
+    check_all(str(ref_out), os.path.join(REF, "raw", NAME))
+
+
+def test_reference_report_is_the_committed_one(ref_out):
+    """The committed .txt and .json are what the report makes of the committed raw/."""
+    R.assert_committed(ref_out)
+
+
+def test_reference_ladders(ref_out):
+    j = load(str(ref_out))
+    for part, p in j["parts"].items():
+        assert p["ladder_svg"] == f"{NAME}-{part}-ladder.svg"
+        with open(os.path.join(ref_out, p["ladder_svg"])) as f:
+            assert "seq=" in f.read()
+
+
+def test_reference_ss_agrees_with_sockwatch():
+    """The independent view: ss lists the orderly part's TIME-WAIT socket at the addresses
+    sockwatch printed, with a timewait timer."""
+    raw = os.path.join(REF, "raw", NAME)
+    with open(os.path.join(raw, "orderly-ss.txt")) as f:
+        ss = f.read()
+    with open(os.path.join(raw, "orderly-sockwatch.txt")) as f:
+        tw = next(x for x in f if " state=TIME-WAIT " in x)
+    local = next(w for w in tw.split() if w.startswith("local="))[6:]
+    line = next(x for x in ss.splitlines() if local in x)
+    assert "timer:(timewait," in line
+
+
+# ---- the report on bad raw input ------------------------------------------------------------
+
+@pytest.mark.parametrize("edit,word", [
+    (lambda d: (d / "unread-client.txt").unlink(), "unread-client.txt"),
+    (drop_line("exit ", "lost-server.txt"), "no `exit` line"),
+    (drop_line("connect ", "orderly-client.txt"), "no `connect` line"),
+    (drop_line("end ", "linger0-capture.txt"), "no `end` line"),
+    (drop_line("end ", "shutdown-sockwatch.txt"), "no `end` line"),
+    (replace("unread-server.txt", "op=close", "op=nothing"), "no close step"),
+    (replace("orderly-client.txt", "n=3", "n=5"), "step n=5"),
+    (lambda d: (d / "sysctls.txt").write_text("junk\n"), "not net.X.Y=VALUE"),
+    (lambda d: (d / "params.txt").write_text("request=x\n"), "not a number"),
+])
+
+
+def test_report_refuses_bad_raw(tmp_path, edit, word):
+    R.assert_refused(tmp_path, edit, word)
+
+
+def test_report_refuses_a_close_without_rst(tmp_path):
+    """A capture in which the server never sent a RST is not this experiment's."""
+    r = report(broken_copy(tmp_path, replace("unread-capture.txt", "flags=RA", "flags=FA")),
+               str(tmp_path))
+    assert r.returncode == 1 and "no RST from the server" in r.stderr, r.stderr
+
+
+def test_report_usage():
+    r = subprocess.run([PY, R.path], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1
+
+
+# ---- a live run ------------------------------------------------------------------------------
+
+@pytest.mark.netns
+def test_live_run_kernel_facts(tmp_path, bindir):
+    r = subprocess.run([RUN, "--out", str(tmp_path), NAME], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr[-3000:]
+    check_all(str(tmp_path), os.path.join(tmp_path, "raw", NAME))

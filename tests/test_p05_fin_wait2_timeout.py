@@ -1,0 +1,191 @@
+"""p05-fin-wait2-timeout: how long an orphaned FIN-WAIT-2 socket lives.  The kernel facts are
+asserted on the committed reference (the report replayed on outputs/RELEASE/raw/, no root) and
+on a live run (./run.sh --out TMP p05-fin-wait2-timeout, root and namespaces), each bound
+derived from what the run recorded (tcp_fin_timeout, TCP_LINGER2 as read back, HZ, the RTO
+sockwatch saw, the capture's ACK of the FIN), never from a speed: the orphan reaped at
+tcp_fin_time(), the per-socket TCP_LINGER2 winning over the sysctl, the 3.5 RTO floor, the
+TW/TWKilled split, and linger2 -1's RST with its two counters.  Then the report on bad raw
+input."""
+import os
+import subprocess
+
+import pytest
+
+from unit_replay import Report, drop_line, window, params, RUN, REF
+
+NAME = "p05-fin-wait2-timeout"
+R = Report(NAME)
+report = R.run
+load = R.load
+broken_copy = R.broken_copy
+TW_KILL_S = 4             # __inet_twsk_schedule(): timeo <= 4*HZ is TWKilled, longer TW
+TCP_FIN_TIMEOUT_MAX_S = 120   # include/net/tcp.h: TCP_FIN_TIMEOUT_MAX (120 * HZ)
+
+
+def floor_ms(rto_ms, hz):
+    """3.5 RTO as tcp_fin_time() computes it, in jiffies: (rto << 2) - (rto >> 1)."""
+    r = round(rto_ms * hz / 1000)
+    return ((r << 2) - (r >> 1)) * 1000 / hz
+
+
+def check_reaped(j, name, want_ms):
+    """An orphan FIN-WAIT-2: a timewait socket (substate FIN_WAIT2, timer timewait, no
+    tcp_info, no inode) armed with want_ms when the ACK of the FIN came, gone within the
+    timer's window after that ACK, no RST; counted TWKilled or TW by its length."""
+    hz, jiffy = j["hz"], 1000 / j["hz"]
+    p = j["parts"][name]
+    w = p["fin_wait2"]
+    assert w is not None and w["timer"] in ("timewait", "keepalive"), name
+    if w["timer"] == "timewait":
+        assert w["info_len"] == 0 and w["inode"] == 0 and w["kind"] == "timewait socket"
+        assert not p["rst_ms"], name
+        tw = "TcpExtTW" if want_ms > TW_KILL_S * 1000 else "TcpExtTWKilled"
+        other = "TcpExtTWKilled" if tw == "TcpExtTW" else "TcpExtTW"
+        assert p["counters"][tw] == 1 and p["counters"][other] == 0, name
+    else:
+        # tcp_rcv_state_process(): the ACK came while close() still held the socket, so the
+        # full socket kept a keepalive timer; tcp_keepalive_timer() then sends a RST (tmo -
+        # TCP_TIMEWAIT_LEN <= 0) and destroys it
+        assert w["info_len"] > 0 and p["rst_ms"], name
+    # what the first sight's expires_ms says was armed at the ACK: want_ms, to two jiffies
+    # (expires_ms counts whole jiffies; sockwatch's sample and the capture's clock differ)
+    assert abs(w["armed_ms"] - want_ms) <= 2 * jiffy, (name, w["armed_ms"], want_ms)
+    lo, hi = window(want_ms, hz, j["sched_slack_ms"])
+    assert lo <= w["lived_ms"] <= hi, (name, w["lived_ms"], lo, hi)
+    assert w["gone_state"] == "FIN-WAIT-2"
+    # the server's socket is still CLOSE-WAIT, no timer: nothing it got changed that
+    assert [(x["state"], x["timer"]) for x in p["server_after"]] == [("CLOSE-WAIT", "off")], name
+
+
+def check_sysctl(j, prm):
+    fin = j["sysctls"]["net.ipv4.tcp_fin_timeout"]
+    assert fin == prm["fin_timeout"]
+    # per namespace: the server's namespace and the client's default are untouched
+    assert j["server_sysctls"]["net.ipv4.tcp_fin_timeout"] == \
+        j["default_sysctls"]["net.ipv4.tcp_fin_timeout"] != fin
+    p = j["parts"]["sysctl"]
+    # do_tcp_getsockopt(TCP_LINGER2): 0 reads back tcp_fin_timeout / HZ
+    assert p["linger2"] == 0 and p["linger2_readback"] == fin
+    want = max(fin * 1000, floor_ms(p["rto_ms"], j["hz"]))
+    assert p["fin_time"]["ms"] == want == fin * 1000
+    check_reaped(j, "sysctl", want)
+
+
+def check_linger2(j, prm):
+    fin = j["sysctls"]["net.ipv4.tcp_fin_timeout"]
+    p = j["parts"]["linger2"]
+    assert p["linger2"] == prm["linger2"] == p["linger2_readback"] > fin
+    assert p["fin_time"]["ms"] == prm["linger2"] * 1000     # the socket's value, not the sysctl
+    check_reaped(j, "linger2", p["fin_time"]["ms"])
+
+
+def check_floor(j, prm):
+    hz, jiffy = j["hz"], 1000 / j["hz"]
+    p = j["parts"]["floor"]
+    assert p["linger2"] == 1 == p["linger2_readback"]
+    assert p["rto_ms"] >= prm["floor_rto_min_ms"]            # the route's rto_min
+    fl = floor_ms(p["rto_ms"], hz)
+    assert p["fin_time"]["floored"] and p["fin_time"]["ms"] == fl > 1000
+    w = p["fin_wait2"]
+    # the ACK of the FIN is itself an RTT sample: tcp_ack() may move the RTO before
+    # tcp_fin_time() reads it, by at most that RTT (rounded up to jiffies)
+    rtt = p["ack_ms"] - p["fin_ms"]
+    assert fl - 2 * jiffy <= w["armed_ms"] <= fl + 3.5 * (rtt + 2 * jiffy), (w, fl, rtt)
+    check_reaped(j, "floor", w["armed_ms"])
+
+
+def check_aborts(j):
+    a = j["parts"]["abort"]
+    # tcp_rcv_state_process() TCP_FIN_WAIT1: linger2 < 0 on an orphan: tcp_done() and a RST
+    # in answer to the ACK of the FIN (TCPAbortOnData); no FIN-WAIT-2 socket at all
+    assert a["linger2"] == -1 == a["linger2_readback"]
+    # do_tcp_setsockopt(): above TCP_FIN_TIMEOUT_MAX / HZ, linger2 = TCP_FIN_TIMEOUT_MAX (120 s)
+    first = a["linger2_sets"][0]
+    assert first["set"] > TCP_FIN_TIMEOUT_MAX_S and first["read_back"] == TCP_FIN_TIMEOUT_MAX_S
+    assert a["fin_wait2"] is None
+    assert len(a["rst_ms"]) == 1 and a["rst_ms"][0] >= a["ack_ms"]
+    assert a["counters"]["TcpExtTCPAbortOnData"] == 1
+    assert a["counters"]["TcpExtTCPAbortOnLinger"] == 0
+    assert a["counters"]["TcpExtTW"] == 0 and a["counters"]["TcpExtTWKilled"] == 0
+    assert a["server_after"] == []                           # the RST ended CLOSE-WAIT
+    assert a["server_counters"]["TcpEstabResets"] == 1
+    h = j["parts"]["abort-held"]
+    # __tcp_close(): a socket already in FIN-WAIT-2 with linger2 < 0: a RST (TCPAbortOnLinger)
+    w = h["fin_wait2"]
+    assert w["kind"] == "full socket" and w["timer"] == "off" and w["inode"] > 0
+    assert len(h["rst_ms"]) == 1 and h["rst_ms"][0] >= h["close_ms"] - 1
+    assert h["counters"]["TcpExtTCPAbortOnLinger"] == 1
+    assert h["counters"]["TcpExtTCPAbortOnData"] == 0
+    assert h["counters"]["TcpExtTW"] == 0 and h["counters"]["TcpExtTWKilled"] == 0
+    assert h["server_after"] == [] and h["server_counters"]["TcpEstabResets"] == 1
+
+
+def check_all(out, raw):
+    j = load(out)
+    prm = params(raw)
+    check_sysctl(j, prm)
+    check_linger2(j, prm)
+    check_floor(j, prm)
+    check_aborts(j)
+    return j
+
+
+# ---- the committed reference, replayed -----------------------------------------------------
+
+@pytest.fixture(scope="module")
+def ref_out(tmp_path_factory):
+    return R.replay(tmp_path_factory)
+
+
+def test_reference_kernel_facts(ref_out):
+    check_all(str(ref_out), os.path.join(REF, "raw", NAME))
+
+
+def test_reference_report_is_the_committed_one(ref_out):
+    """The committed .txt and .json are what the report makes of the committed raw/."""
+    R.assert_committed(ref_out)
+
+
+# ---- the report on bad raw input ------------------------------------------------------------
+
+def cut(name):
+    def edit(d):
+        p = d / name
+        p.write_bytes(p.read_bytes()[:-7])
+    return edit
+
+
+@pytest.mark.parametrize("edit,word", [
+    (lambda d: (d / "sysctl-client.txt").unlink(), "sysctl-client.txt: missing"),
+    (drop_line("exit ", "linger2-client.txt"), "no `exit` line"),
+    (drop_line("connect ", "floor-client.txt"), "no `connect` line"),
+    (drop_line("step i=1 n=1 op=linger2", "sysctl-client.txt"), "no `linger2:` step"),
+    (drop_line("end ", "abort-held-capture.txt"), "no `end` line"),
+    (drop_line("end ", "sysctl-sockwatch.txt"), "no `end` line"),
+    (cut("linger2-sockwatch.txt"), "cut off"),
+    (drop_line("net.ipv4.tcp_fin_timeout", "sysctls.txt"), "no net.ipv4.tcp_fin_timeout"),
+    (lambda d: (d / "default-sysctls.txt").write_text("junk\n"), "not net.X.Y=VALUE"),
+    (lambda d: (d / "status.txt").write_text("timed out after 90 s\n"), "partial output"),
+])
+
+
+def test_report_refuses_bad_raw(tmp_path, edit, word):
+    R.assert_refused(tmp_path, edit, word)
+
+
+def test_report_refuses_a_client_that_sent_no_fin(tmp_path):
+    def edit(d):
+        p = d / "sysctl-capture.txt"
+        p.write_text(p.read_text().replace(" flags=FA ", " flags=A "))
+    r = report(broken_copy(tmp_path, edit), str(tmp_path))
+    assert r.returncode == 1 and "sent no FIN" in r.stderr, r.stderr
+
+
+# ---- a live run ------------------------------------------------------------------------------
+
+@pytest.mark.netns
+def test_live_run_kernel_facts(tmp_path, bindir):
+    r = subprocess.run([RUN, "--out", str(tmp_path), NAME], capture_output=True, text=True,
+                       timeout=150)
+    assert r.returncode == 0, r.stderr[-3000:]
+    check_all(str(tmp_path), os.path.join(tmp_path, "raw", NAME))

@@ -1,0 +1,118 @@
+"""What the tests of the lifecycle experiments (p04 to p06) share: run an experiment's report on
+the committed reference (outputs/RELEASE/raw/, no root) or on a copy of it broken on purpose,
+check that the replay is the committed output and that a refusal is one line with nothing
+written, and run the unit live.  Also the timer wheel's lateness, which every bound on a kernel
+timer needs.  The kernel facts themselves stay in each experiment's own test."""
+import json
+import os
+import shutil
+import subprocess
+
+from conftest import TOP
+
+PY = "/usr/bin/python3"
+RUN = os.path.join(TOP, "run.sh")
+REF = os.path.join(TOP, "outputs", "6.18.44-fc-v1045")     # the wire units' host reference
+
+# kernel/time/timer.c: the timer wheel's levels (LVL_BITS 6, LVL_CLK_SHIFT 3) as (first jiffy
+# count past the level, its granularity in jiffies).  Written out again here, not imported
+# from the reports, so that a test checks the report's bounds against its own reading.
+WHEEL = ((63, 1), (504, 8), (4032, 64), (32256, 512), (258048, 4096))
+
+
+def wheel_gran_ms(timeout_ms, hz):
+    """How late (at most) the wheel fires a timer of timeout_ms at HZ hz, in ms: the
+    granularity of the first level whose range holds its jiffies (calc_index() rounds up)."""
+    j = -(-timeout_ms * hz // 1000)
+    return next((g for top, g in WHEEL if j < top), WHEEL[-1][1]) * 1000 / hz
+
+
+def window(expected_ms, hz, slack_ms):
+    """When a kernel timer of expected_ms may fire: from a jiffy early (armed mid-jiffy) to its
+    wheel level's granularity, two jiffies and the sampling or scheduling slack late."""
+    jiffy = 1000 / hz
+    return expected_ms - jiffy, expected_ms + wheel_gran_ms(expected_ms, hz) + 2 * jiffy + slack_ms
+
+
+def params(raw):
+    """raw/<unit>/params.txt, the constants the collect script chose, as whole numbers."""
+    with open(os.path.join(raw, "params.txt")) as f:
+        return {k: int(v) for k, v in (w.split("=", 1) for w in f.read().split())}
+
+
+class Report:
+    """experiments/<name>.py run on raw directories."""
+
+    def __init__(self, name, ref=REF):
+        self.name, self.ref = name, ref
+        self.path = os.path.join(TOP, "experiments", name + ".py")
+
+    def run(self, raw_root, out, timeout=60):
+        return subprocess.run([PY, self.path, str(raw_root), str(out)], capture_output=True,
+                              text=True, timeout=timeout)
+
+    def load(self, out):
+        with open(os.path.join(out, self.name + ".json")) as f:
+            return json.load(f)
+
+    def replay(self, tmp_path_factory):
+        """The report on the committed raw/; returns the output directory."""
+        out = tmp_path_factory.mktemp(self.name + "-ref")
+        r = self.run(os.path.join(self.ref, "raw"), out)
+        assert r.returncode == 0, r.stderr
+        return str(out)
+
+    def assert_committed(self, out):
+        """The committed .txt and .json are what the report makes of the committed raw/."""
+        for ext in ("txt", "json"):
+            with open(os.path.join(out, f"{self.name}.{ext}")) as f, \
+                    open(os.path.join(self.ref, f"{self.name}.{ext}")) as g:
+                assert f.read() == g.read(), ext
+
+    def broken_copy(self, tmp_path, edit):
+        """A copy of the reference's raw/<name>/ that edit(dir) has broken; returns its root."""
+        root = tmp_path / "raw"
+        shutil.copytree(os.path.join(self.ref, "raw", self.name), root / self.name)
+        edit(root / self.name)
+        return str(root)
+
+    def assert_refused(self, tmp_path, edit, word):
+        """On the broken copy: exit 1, one line on stderr that says word, no traceback, nothing
+        written."""
+        out = tmp_path / "out"
+        out.mkdir()
+        r = self.run(self.broken_copy(tmp_path, edit), out)
+        assert r.returncode == 1, r.stdout
+        assert r.stderr.count("\n") == 1 and word in r.stderr, r.stderr
+        assert "Traceback" not in r.stderr
+        assert not os.listdir(out)
+
+    def live(self, tmp_path, timeout):
+        """./run.sh --out tmp_path NAME (root and namespaces); returns the output directory."""
+        r = subprocess.run([RUN, "--out", str(tmp_path), self.name], capture_output=True,
+                           text=True, timeout=timeout)
+        assert r.returncode == 0, r.stderr[-3000:]
+        return str(tmp_path)
+
+
+# Edits for Report.broken_copy: each returns edit(dir).
+def drop_lines(name, pred):
+    def edit(d):
+        p = d / name
+        p.write_text("".join(x for x in p.read_text().splitlines(True) if not pred(x)))
+    return edit
+
+
+def drop_line(prefix, name):
+    return drop_lines(name, lambda x: x.startswith(prefix))
+
+
+def replace(name, old, new):
+    def edit(d):
+        p = d / name
+        p.write_text(p.read_text().replace(old, new))
+    return edit
+
+
+def remove(name):
+    return lambda d: (d / name).unlink()
