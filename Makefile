@@ -85,6 +85,12 @@ $(PROBES): $(BUILD)/bin/%: $(BUILD)/probes/%.o $(BUILD)/libprobe.a $(BUILD)/libt
 ZLIB_STATIC := -Wl,-Bstatic -lz -Wl,-Bdynamic
 $(BUILD)/bin/machine: PROBE_LIBS := $(ZLIB_STATIC)
 
+# capture links Debian's shared libpcap (libpcap-dev), the only program that does: a static
+# libpcap.a would need libdbus-1 and libsystemd archives, which Debian does not ship
+# (`pkg-config --static --libs libpcap`); the guest gets libpcap.so from ldd like the others.
+PCAP_LIBS := $(shell pkg-config --libs libpcap 2>/dev/null || echo -lpcap)
+$(BUILD)/bin/capture: PROBE_LIBS := $(PCAP_LIBS)
+
 # pytest runs against whatever BUILD holds; `make sanitize` points it at an ASan/UBSan build.
 test: all
 	$(PYTHON) -m pytest -q tests $(PYTEST_ARGS)
@@ -110,7 +116,7 @@ $(BENCH_PROGS): $(BUILD)/bench/%: $(BUILD)/tests/bench/%.o $(BUILD)/libtcplabnl.
 bench: all $(BENCH_PROGS)
 	TCPLAB_BUILD=$(BUILD) $(PYTHON) tests/bench.py $(BENCH_ARGS)
 
-DEB_PACKAGES := gcc make libmnl-dev zlib1g-dev pkg-config python3 python3-pytest strace iproute2 gnuplot-nox
+DEB_PACKAGES := gcc make libmnl-dev zlib1g-dev pkg-config python3 python3-pytest strace iproute2 gnuplot-nox libpcap-dev nftables tcpdump mscgen
 # $(call apt_install,TARGET,PACKAGES,APT_OPTIONS): install the Debian packages that are missing.
 define apt_install
 	@missing=""; for p in $(2); do \
@@ -148,14 +154,15 @@ FUZZ_CC      ?= clang
 FUZZ_BUILD   := build-fuzz
 FUZZ_FLAGS   := -g -O1 -fno-omit-frame-pointer -fsanitize=fuzzer,address,undefined \
 		-fno-sanitize-recover=all
-FUZZ_TARGETS := fuzz_diag fuzz_snmp fuzz_machine fuzz_args
+FUZZ_TARGETS := fuzz_diag fuzz_snmp fuzz_machine fuzz_args fuzz_pcap
 FUZZ_BINS    := $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/%)
 # What each target links besides its own file: the library sources, like the programs do.
 $(FUZZ_BUILD)/fuzz_diag:    $(NETLINK_SRC) common/tl_util.c
 $(FUZZ_BUILD)/fuzz_snmp:    probes/lib/pr_snmp.c
 $(FUZZ_BUILD)/fuzz_machine: probes/lib/pr_machine.c common/tl_util.c
 $(FUZZ_BUILD)/fuzz_machine: FUZZ_LIBS := -lz
-$(FUZZ_BUILD)/fuzz_args:    common/tl_util.c netlink/tl_names.c fixtures/lib/fx_names.c
+$(FUZZ_BUILD)/fuzz_args:    common/tl_util.c netlink/tl_names.c fixtures/lib/fx_names.c fixtures/lib/fx_steps.c
+$(FUZZ_BUILD)/fuzz_pcap:    probes/lib/pr_pcap.c
 
 $(FUZZ_BINS): $(FUZZ_BUILD)/%: tests/fuzz/%.c $(wildcard common/*.h fixtures/lib/*.h probes/lib/*.h netlink/*.h)
 	@mkdir -p $(dir $@)
