@@ -99,13 +99,42 @@ def is_number(x):
     return isinstance(x, (int, float)) and not isinstance(x, bool)
 
 
+class Line(str):
+    """A printed line that remembers what it is about, for the grouping: `counter` is (name,
+    the side it is on) for a counter on one side only; `sysctl` marks a sysctl line, which is a
+    fact of the machine and not of an experiment, so it is printed once; `level` 1 is a line
+    that follows from the line above it (printed indented under it)."""
+    counter = None
+    sysctl = False
+    level = 0
+
+    def but(self, text):
+        """The same kind of line with another text."""
+        new = Line(text)
+        new.counter, new.sysctl, new.level = self.counter, self.sysctl, self.level
+        return new
+
+
+def line(text, counter=None, sysctl=False, level=0):
+    new = Line(text)
+    new.counter, new.sysctl, new.level = counter, sysctl, level
+    return new
+
+
+def prefixed(prefix, text):
+    """A run's line under its part or sub-run: "keep: SYN retransmitted at: ..."."""
+    return text.but(prefix + text) if isinstance(text, Line) else Line(prefix + text)
+
+
 class Sides:
-    """The two labels, so that lines read "2 in A, 5 in B"."""
+    """The two labels, so that lines read "2 in A, 5 in B", and what each side's machine
+    recorded (memory, CPUs) to tell the environment from the kernel."""
 
     def __init__(self, a="A", b="B", named=False, accel_a=None, accel_b=None):
         self.a, self.b = a, b
         self.named = named        # labels are the directories' own names: no header needed
         self.accel_a, self.accel_b = accel_a, accel_b   # "tcg", "kvm": ran in a QEMU guest
+        self.machine_a = self.machine_b = None   # machine_facts() of each side's p01-machine
 
     def vm_note(self):
         """Which side's times came from an emulated machine, or "" when neither's did."""
@@ -121,22 +150,112 @@ class Sides:
 
 # ---- one kind of difference per function; each returns a list of lines -----------------------
 
+# Sysctls whose default the kernel computes from the machine's memory at boot, and which of
+# their values (None: the whole value; else the indexes of a list).  net/ipv4/tcp.c, tcp_init():
+# the established hash table gets one slot per 128 KB of memory (alloc_large_system_hash()), and
+# tcp_max_orphans = its entries / 2; tcp_init_mem() sets tcp_mem from nr_free_buffer_pages() / 16;
+# tcp_wmem[2] and tcp_rmem[2] are capped at 1/128 of the free buffer pages.  net/ipv4/tcp_ipv4.c,
+# tcp_set_hashinfo() (from tcp_sk_init(), per namespace): tcp_max_tw_buckets = entries / 2 and
+# tcp_max_syn_backlog = max(128, entries / 128), of the global table (a namespace with a table
+# of its own, tcp_child_ehash_entries, uses that one; experiments/lib/netns.sh sets the two back
+# to the global table's values).  net/ipv4/udp.c, udp_init(): udp_mem as tcp_mem.
+MEMORY_SYSCTLS = {
+    "net.ipv4.tcp_max_syn_backlog": None, "net.ipv4.tcp_max_tw_buckets": None,
+    "net.ipv4.tcp_max_orphans": None, "net.ipv4.tcp_mem": None, "net.ipv4.udp_mem": None,
+    "net.ipv4.tcp_rmem": (2,), "net.ipv4.tcp_wmem": (2,),
+}
+
+
+def machine_facts(obj):
+    """What a side's p01-machine recorded about the machine: memory in MiB (the memory QEMU
+    gave a guest, vm.memory_mb; machine itself does not read the host's) and the CPUs (nproc),
+    each None when unknown."""
+    if not isinstance(obj, dict):
+        return {"mem_mib": None, "mem_what": None, "cpus": None}
+    mem, what = None, None
+    vm = obj.get("vm")
+    if isinstance(vm, dict) and re.fullmatch(r"[0-9]{1,9}", str(vm.get("memory_mb", ""))):
+        mem, what = int(vm["memory_mb"]), "the guest's memory"
+    cpus = obj.get("nproc") if is_number(obj.get("nproc")) else None
+    return {"mem_mib": mem, "mem_what": what, "cpus": cpus}
+
+
+def fmt_mem(facts):
+    if facts is None or facts["mem_mib"] is None:
+        return "not recorded"
+    mib = facts["mem_mib"]
+    size = f"{mib / 1024:.1f} GiB" if mib >= 1024 else f"{mib:.0f} MiB"
+    return f"{size} ({facts['mem_what']})"
+
+
+def same_memory(s):
+    """True only when both sides recorded their memory and it is the same."""
+    ma, mb = (f["mem_mib"] if f else None for f in (s.machine_a, s.machine_b))
+    return ma is not None and ma == mb
+
+
+def memory_sized(name, va, vb):
+    """True when a sysctl's difference is in the part the kernel sizes from memory at boot."""
+    if name not in MEMORY_SYSCTLS or va is None or vb is None:
+        return False
+    idx = MEMORY_SYSCTLS[name]
+    if idx is None:
+        return True
+    if not isinstance(va, list) or not isinstance(vb, list) or len(va) != len(vb):
+        return False
+    return all(x == y for i, (x, y) in enumerate(zip(va, vb)) if i not in idx)
+
+
+def memory_note(s):
+    return f"memory {s.pair(fmt_mem(s.machine_a), fmt_mem(s.machine_b))}"
+
+
 def diff_sysctls(sa, sb, s):
-    """sysctls: name -> value string, null when the kernel has no such sysctl."""
+    """sysctls: name -> value string, null when the kernel has no such sysctl.  One sized from
+    memory at boot (MEMORY_SYSCTLS) is labelled environment unless both sides recorded the same
+    memory."""
     if not isinstance(sa, dict) or not isinstance(sb, dict):
         return []
     out = []
     for name in sorted(set(sa) | set(sb)):
         if name not in sa or name not in sb:
             side = s.a if name in sa else s.b
-            out.append(f"sysctl {name}: recorded in {side} only ({fmt_value((sa if name in sa else sb)[name])})")
+            text = f"sysctl {name}: recorded in {side} only ({fmt_value((sa if name in sa else sb)[name])})"
         elif sa[name] is None and sb[name] is not None:
-            out.append(f"sysctl {name}: absent in {s.a}, {sb[name]} in {s.b}")
+            text = f"sysctl {name}: absent in {s.a}, {sb[name]} in {s.b}"
         elif sa[name] is not None and sb[name] is None:
-            out.append(f"sysctl {name}: {sa[name]} in {s.a}, absent in {s.b}")
+            text = f"sysctl {name}: {sa[name]} in {s.a}, absent in {s.b}"
         elif str(sa[name]) != str(sb[name]):
-            out.append(f"sysctl {name}: {s.pair(sa[name], sb[name])}")
+            text = f"sysctl {name}: {s.pair(sa[name], sb[name])}"
+            if memory_sized(name, sa[name], sb[name]) and not same_memory(s):
+                text = f"environment: {text} (sized from memory at boot; {memory_note(s)})"
+        else:
+            continue
+        out.append(line(text, sysctl=True))
     return out
+
+
+def diff_machine(a, b, s):
+    """p01-machine: the CPUs and memory, when they differ, as one environment line, and the
+    sysctls sized from memory folded into one line under it."""
+    sysctls = diff_sysctls(a.get("sysctls"), b.get("sysctls"), s)
+    env = [x for x in sysctls if x.startswith("environment: ")]
+    rest = [x for x in sysctls if not x.startswith("environment: ")]
+    ca, cb = (f["cpus"] if f else None for f in (s.machine_a, s.machine_b))
+    cpus = ca is not None and cb is not None and ca != cb
+    ma, mb = (f["mem_mib"] if f else None for f in (s.machine_a, s.machine_b))
+    mem = ma is not None and mb is not None and not same_memory(s)
+    if not env and not cpus and not mem:
+        return rest
+    words = [memory_note(s)] + ([f"CPUs {s.pair(ca, cb)}"] if ca is not None and cb is not None else [])
+    out = [line("environment: " + "; ".join(words))]
+    if env:
+        sa, sb = a["sysctls"], b["sysctls"]
+        names = [x.split(" ")[2].rstrip(":") for x in env]
+        out.append(line(f"sized from memory at boot ({len(names)} sysctl{'s' * (len(names) > 1)}): "
+                        + "; ".join(f"{n} {s.pair(sa[n], sb[n])}" for n in names),
+                        sysctl=True, level=1))
+    return out + rest
 
 
 # Counters of packets whose number depends on how the two ends' threads interleave on loopback:
@@ -151,14 +270,17 @@ TIMING_COUNTERS = {
 }
 
 
-def diff_counters(ca, cb, s, what="counter", floor=0):
+def diff_counters(ca, cb, s, what="counter", floor=0, syns=None):
     """Counter deltas: name -> integer.  A counter on one side only is reported as such when
     its value is not noise: probes list a counter that did not move as absent or as 0, so a
     missing counter counts as 0 for the tolerance.  With a floor (an experiment of many
     connects), TIMING_COUNTERS on both sides are not compared: only one on one side, beyond
-    the floor (IpOutTransmits +13090 against a kernel without it)."""
+    the floor (IpOutTransmits +13090 against a kernel without it).  With syns, the SYNs the
+    client sent on each side when they differ, the counters that follow from that count
+    (follows_syns()) are folded into one line, first, at level 1 (under the SYN line)."""
     if not isinstance(ca, dict) or not isinstance(cb, dict):
         return []
+    follow = {}
     # a counter named with counters -k that this kernel does not have is null: absent
     ca = {k: v for k, v in ca.items() if v is not None}
     cb = {k: v for k, v in cb.items() if v is not None}
@@ -174,12 +296,51 @@ def diff_counters(ca, cb, s, what="counter", floor=0):
         elif close_counts(va, vb, floor):
             continue
         elif name not in cb:
-            out.append(f"{what} {name}: only in {s.a} ({fmt_delta(va)})")
+            out.append(line(f"{what} {name}: only in {s.a} ({fmt_delta(va)})",
+                            counter=(name, s.a) if what == "counter" else None))
         elif name not in ca:
-            out.append(f"{what} {name}: only in {s.b} ({fmt_delta(vb)})")
+            out.append(line(f"{what} {name}: only in {s.b} ({fmt_delta(vb)})",
+                            counter=(name, s.b) if what == "counter" else None))
+        elif syns and follows_syns(va, vb, *syns):
+            follow.setdefault(follows_syns(va, vb, *syns), []).append((name, va, vb))
         else:
-            out.append(f"{what} {name}: {s.pair(fmt_delta(va), fmt_delta(vb))}")
+            out.append(line(f"{what} {name}: {s.pair(fmt_delta(va), fmt_delta(vb))}"))
+    if follow:
+        out.insert(0, line(fmt_follow(follow), level=1))
     return out
+
+
+def follows_syns(va, vb, na, nb):
+    """(k, j) when a counter is k for every SYN after the first j on both sides, v = k (n - j),
+    k a positive integer and 0 <= j < n: one per SYN (k 1, j 0: IpInReceives), one per
+    retransmission (j 1: TcpRetransSegs), 60 octets per SYN (k 60: IpExtOutOctets).  None when
+    the two sides' values do not fit one such rule: then the counter does not follow from the
+    SYN count and is printed on its own."""
+    if not all(isinstance(x, int) and not isinstance(x, bool) for x in (va, vb, na, nb)):
+        return None
+    dv, dn = vb - va, nb - na
+    if va <= 0 or vb <= 0 or dn == 0 or dv * dn <= 0 or abs(dv) % abs(dn):
+        return None
+    k = abs(dv) // abs(dn)
+    if va % k:
+        return None
+    j = na - va // k
+    return (k, j) if 0 <= j < min(na, nb) else None
+
+
+ORDINAL = {1: "first", 2: "second", 3: "third"}
+
+
+def fmt_follow(follow):
+    """The one line of the counters that follow from the SYN count, by rule."""
+    groups = []
+    for (k, j), rows in sorted(follow.items(), key=lambda kv: (kv[0][0], kv[0][1])):
+        rule = f"{k} per SYN" + (f" after the {ORDINAL.get(j, f'{j}th')}" if j else "")
+        names = ", ".join(name for name, _, _ in rows)
+        _, va, vb = rows[0]
+        groups.append(f"{rule}: {names} ({fmt_delta(va)} \u2192 {fmt_delta(vb)})")
+    n = sum(len(rows) for rows in follow.values())
+    return f"{n} counter{'s' * (n > 1)} follow from the SYN count: " + "; ".join(groups)
 
 
 def fmt_outcome(run):
@@ -231,17 +392,47 @@ def retransmit_times(obj):
     return [r["t_s"] for r in rows if isinstance(r, dict) and is_number(r.get("t_s"))]
 
 
+def syns_sent(run):
+    """The SYNs the client sent: the first and its retransmissions (sockwatch's), None for a run
+    without a retransmission list (not a SYN unit)."""
+    t = retransmit_times(run)
+    return None if t is None else len(t) + 1
+
+
+def capture_agrees(run):
+    """True when a run's capture saw the SYNs sockwatch did: as many, and the same steps."""
+    p, t = run.get("packets"), retransmit_times(run)
+    if not isinstance(p, dict) or t is None:
+        return True     # no capture: nothing to disagree
+    if p.get("syn_count") != len(t) + 1:
+        return False
+    ct = syn_times(p)
+    return ct is None or (len(ct) == len(t) + 1 and not schedule_differs(
+        [x - ct[0] for x in ct[1:]], t))
+
+
 def diff_syn_schedule(a, b, s):
-    """The number of SYN retransmissions and when they happened; then the documented schedule."""
+    """The number of SYNs and when they were retransmitted; then the documented schedule.  When
+    the counts differ, one line says so (the root cause of the counters folded under it), and
+    the schedule line says when each side's measured schedule is the one its sysctls predict
+    (then the expected schedule has no line of its own)."""
     out = []
     ta, tb = retransmit_times(a), retransmit_times(b)
+    ea, eb = a.get("expected"), b.get("expected")
+    expected = isinstance(ea, list) and isinstance(eb, list)
+    predicted = False
     if ta is not None and tb is not None:
         if len(ta) != len(tb):
-            out.append(f"SYN retransmissions: {s.pair(len(ta), len(tb))}")
+            agree = capture_agrees(a) and capture_agrees(b)
+            captured = isinstance(a.get("packets"), dict) and isinstance(b.get("packets"), dict)
+            out.append(f"SYNs sent: {s.pair(len(ta) + 1, len(tb) + 1)} (the first SYN and its "
+                       f"retransmissions{'; the capture agrees' if agree and captured else ''})")
         if schedule_differs(ta, tb):
-            out.append(f"SYN retransmitted at: {fmt_times(ta)} in {s.a}; {fmt_times(tb)} in {s.b}")
-    ea, eb = a.get("expected"), b.get("expected")
-    if isinstance(ea, list) and isinstance(eb, list) and schedule_differs(ea, eb):
+            predicted = expected and len(ta) != len(tb) and not schedule_differs(ta, ea) \
+                and not schedule_differs(tb, eb)
+            out.append(f"SYN retransmitted at: {fmt_times(ta)} in {s.a}; {fmt_times(tb)} in {s.b}"
+                       + (" (on each side the schedule its sysctls predict)" if predicted else ""))
+    if expected and schedule_differs(ea, eb) and not predicted:
         out.append(f"expected SYN retransmissions (from the sysctls): {fmt_times(ea)} in {s.a}; "
                    f"{fmt_times(eb)} in {s.b}")
     out += diff_time(a, b, "expected_elapsed_s", "expected give-up time", s)
@@ -267,9 +458,11 @@ def diff_packets(a, b, s):
     pa, pb = a.get("packets"), b.get("packets")
     if not isinstance(pa, dict) or not isinstance(pb, dict):
         return []
-    out = diff_exact(pa, pb, "syn_count", "SYNs in the capture", s)
+    # with another SYN count that the capture agrees with, the SYN line says it all
+    told = syns_sent(a) != syns_sent(b) and capture_agrees(a) and capture_agrees(b)
+    out = [] if told else diff_exact(pa, pb, "syn_count", "SYNs in the capture", s)
     ta, tb = syn_times(pa), syn_times(pb)
-    if ta is not None and tb is not None and schedule_differs(ta, tb):
+    if ta is not None and tb is not None and schedule_differs(ta, tb) and not told:
         out.append(f"SYNs captured at: {fmt_times(ta)} in {s.a}; {fmt_times(tb)} in {s.b}")
     out += diff_exact(pa, pb, "syns_after_timeout", "SYNs in the capture after the timeout", s)
     out += diff_exact(pa, pb, "segments_after_close", "segments in the capture after close()", s)
@@ -318,7 +511,7 @@ def diff_connect_part(a, b, s, part):
     out += diff_counters(a.get("errors"), b.get("errors"), s, f"{prefix}error", floor)
     out += diff_percentiles(a.get("us"), b.get("us"), s, prefix)
     if part:
-        out += [prefix + line for line in
+        out += [prefixed(prefix, x) for x in
                 diff_counters(a.get("counters"), b.get("counters"), s, floor=floor)]
     return out
 
@@ -370,7 +563,10 @@ def diff_links(la, lb, s):
 
 def diff_run(a, b, s):
     """Everything compared within one run of an experiment."""
-    out = diff_sysctls(a.get("sysctls"), b.get("sysctls"), s)
+    if a.get("experiment") == "p01-machine":
+        out = diff_machine(a, b, s)
+    else:
+        out = diff_sysctls(a.get("sysctls"), b.get("sysctls"), s)
     out += diff_exact(a, b, "hz", "HZ", s)
     out += diff_exact(a, b, "syncnt", "TCP_SYNCNT", s)
     out += diff_syn_schedule(a, b, s)
@@ -381,7 +577,13 @@ def diff_run(a, b, s):
     if not (isinstance(a.get("parts"), dict) and isinstance(b.get("parts"), dict)):
         # with parts, the top-level counters are a copy of the first part's, compared there
         floor = COUNTER_PER_CONNECT * max(connects(a), connects(b))
-        out += diff_counters(a.get("counters"), b.get("counters"), s, floor=floor)
+        na, nb = syns_sent(a), syns_sent(b)
+        syns = (na, nb) if na is not None and nb is not None and na != nb else None
+        counters = diff_counters(a.get("counters"), b.get("counters"), s, floor=floor, syns=syns)
+        if counters and getattr(counters[0], "level", 0) == 1:   # the folded line goes under the SYN line
+            at = next((i + 1 for i, x in enumerate(out) if x.startswith("SYNs sent: ")), len(out))
+            out.insert(at, counters.pop(0))
+        out += counters
     return out
 
 
@@ -405,12 +607,14 @@ def diff_experiment(a, b, s):
     out = diff_run(a, b, s)
     out += diff_links(a.get("links"), b.get("links"), s)
     for name in sub_runs(a, b):
-        sub = [f"{name}: " + line for line in diff_run(a[name], b[name], s)]
+        sub = [prefixed(f"{name}: ", x) for x in diff_run(a[name], b[name], s)]
         out = [line for line in out if f"{name}: {line}" not in sub] + sub
     if "default" in a or "default" in b:
         da, db = a.get("default"), b.get("default")
         if isinstance(da, dict) and isinstance(db, dict):
-            out += ["default TCP_SYNCNT run: " + line for line in diff_run(da, db, s)]
+            # the default run records the sysctls the top level did: not said twice
+            out += [prefixed("default TCP_SYNCNT run: ", x) for x in diff_run(da, db, s)
+                    if not (getattr(x, "sysctl", False) and x in out)]
         elif isinstance(da, dict) != isinstance(db, dict):
             out.append(f"default TCP_SYNCNT run: only in {s.a if isinstance(da, dict) else s.b}")
     return out
@@ -969,17 +1173,74 @@ def diff_dirs(path_a, path_b):
     objs_a = {name: load(*ea[name]) for name in sorted(ea)}
     objs_b = {name: load(*eb[name]) for name in sorted(eb)}
     s = labels(path_a, path_b)
-    out = []
+    s.machine_a = machine_facts(objs_a.get("p01-machine"))
+    s.machine_b = machine_facts(objs_b.get("p01-machine"))
+    groups = {}
     for name in sorted(set(ea) | set(eb)):
-        if name not in eb:
-            out += [name, f"  only in {s.a}"]
-            continue
-        if name not in ea:
-            out += [name, f"  only in {s.b}"]
-            continue
-        lines = diff_experiment(objs_a[name], objs_b[name], s)
+        if name not in eb or name not in ea:
+            groups[name] = [line(f"only in {s.a if name in ea else s.b}")]
+        else:
+            groups[name] = diff_experiment(objs_a[name], objs_b[name], s)
+    groups = group_root_causes(groups, s, counter_names(objs_a), counter_names(objs_b))
+    out = []
+    for name, lines in groups.items():
         if lines:
-            out += [name] + ["  " + line for line in lines]
+            out += [name] + [("    " if getattr(x, "level", 0) else "  ") + x for x in lines]
+    return out
+
+
+ALL = "all experiments"   # not an experiment's name: those have no space
+
+
+def counter_names(objs):
+    """Every counter name that moved anywhere in a side's reports (any "counters" object)."""
+    names, todo = set(), list(objs.values())
+    while todo:
+        o = todo.pop()
+        if isinstance(o, dict):
+            c = o.get("counters")
+            if isinstance(c, dict):
+                names |= {k for k, v in c.items() if v is not None}
+            todo += [v for v in o.values() if isinstance(v, (dict, list))]
+        elif isinstance(o, list):
+            todo += [v for v in o if isinstance(v, (dict, list))]
+    return names
+
+
+def group_root_causes(groups, s, names_a, names_b):
+    """The differences that more than one experiment shows, said once.  A sysctl line that an
+    earlier experiment printed word for word is not printed again (a sysctl is the machine's,
+    not the experiment's).  A counter on one side only, in two or more runs, that never moved
+    on the other side in any experiment is one fact (the other kernel does not count it): one
+    line in a first group, "all experiments", and none in the experiments."""
+    seen = set()
+    for name, lines in groups.items():
+        kept = []
+        for x in lines:
+            if getattr(x, "sysctl", False) and not getattr(x, "level", 0) and str(x) in seen:
+                continue
+            seen.add(str(x))
+            kept.append(x)
+        groups[name] = kept
+    where = {}
+    for name, lines in groups.items():
+        for x in lines:
+            c = getattr(x, "counter", None)
+            if c and c[0] not in (names_a if c[1] == s.b else names_b):
+                prefix = x[:x.index("counter ")].rstrip(": ")
+                where.setdefault(c, []).append(name + (f" {prefix}" if prefix else ""))
+    folded = {c: runs for c, runs in where.items() if len(runs) > 1}
+    if not folded:
+        return groups
+    top = []
+    for (counter, side), runs in sorted(folded.items()):
+        other = s.a if side == s.b else s.b
+        exps = sorted({r.split(" ")[0] for r in runs})
+        top.append(line(f"counter {counter}: only in {side}, in {len(runs)} runs of "
+                        f"{len(exps)} experiments ({', '.join(runs)}); in no experiment of {other}"))
+    out = {ALL: top}
+    for name, lines in groups.items():
+        out[name] = [x for x in lines if getattr(x, "counter", None) not in folded]
     return out
 
 

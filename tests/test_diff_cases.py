@@ -245,7 +245,7 @@ def test_syn_retransmission_count_and_times(tmp_path):
     assert lines == [
         "p01-synretry",
         "  sysctl net.ipv4.tcp_syn_linear_timeouts: absent in A, 4 in B",
-        "  SYN retransmissions: 2 in A, 5 in B",
+        "  SYNs sent: 3 in A, 6 in B (the first SYN and its retransmissions)",
         "  SYN retransmitted at: 1.01, 3.02 s in A; 1.01, 2.02, 3.03, 4.04, 5.06 s in B",
     ]
 
@@ -274,7 +274,7 @@ def test_sub_run_schedule(tmp_path):
     b["p01-timeout"]["keep"]["retransmits"] = retransmits((1.00, 2.02, 3.05))
     lines, _ = diff(tmp_path, base(), b)
     assert lines == ["p01-timeout",
-                     "  keep: SYN retransmissions: 2 in A, 3 in B",
+                     "  keep: SYNs sent: 3 in A, 4 in B (the first SYN and its retransmissions)",
                      "  keep: SYN retransmitted at: 1.04, 3.05 s in A; 1.00, 2.02, 3.05 s in B"]
 
 
