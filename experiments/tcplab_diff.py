@@ -40,6 +40,19 @@ A line a sub-run repeats word for word (p01-timeout's top level is a copy of its
 printed once, under the sub-run.  The kernel string, timestamps and anything not listed above
 are never compared.
 
+Root causes (docs/kernel-diff.md, "How the diff groups"): a difference is printed only when it
+does not follow from one already printed.
+  - SYNs: when a run's client sent another number of SYNs (the first and sockwatch's
+    retransmissions), one line says so ("SYNs sent: 3 in A, 6 in B"), and the counters that
+    follow from it, k for every SYN after the first j on both sides, are folded into one line
+    under it; the capture's count and times, and the schedule the sysctls predict, have no
+    line of their own when they agree.  A counter that does not fit is printed on its own.
+  - environment: sysctls the kernel sizes from memory at boot (MEMORY_SYSCTLS) are labelled
+    environment, with the memory and CPUs p01-machine recorded, when the machines differ.
+  - a sysctl line another experiment printed before is not printed again; a counter on one
+    side only, in two runs or more, that the other side never counted anywhere, is one line in
+    a first group, "all experiments".
+
 Standard library only: run it with /usr/bin/python3.
 """
 import itertools
@@ -206,6 +219,18 @@ def memory_sized(name, va, vb):
     return all(x == y for i, (x, y) in enumerate(zip(va, vb)) if i not in idx)
 
 
+def label_memory_sized(text, s):
+    """A sysctl line of MEMORY_SYSCTLS: environment when the sides' memory differs (or only one
+    recorded it); the kernel's when both recorded the same (what it left free at boot, or its
+    formula, differs); unlabelled, with a note, when neither side recorded its memory."""
+    known = [f for f in (s.machine_a, s.machine_b) if f and f["mem_mib"] is not None]
+    if same_memory(s):
+        return f"{text} (sized from memory at boot, the same {fmt_mem(s.machine_a)} on both sides)"
+    if known:
+        return f"environment: {text} (sized from memory at boot; {memory_note(s)})"
+    return f"{text} (sized from memory at boot; memory not recorded on either side)"
+
+
 def memory_note(s):
     return f"memory {s.pair(fmt_mem(s.machine_a), fmt_mem(s.machine_b))}"
 
@@ -213,7 +238,7 @@ def memory_note(s):
 def diff_sysctls(sa, sb, s):
     """sysctls: name -> value string, null when the kernel has no such sysctl.  One sized from
     memory at boot (MEMORY_SYSCTLS) is labelled environment unless both sides recorded the same
-    memory."""
+    memory; with the same memory it is the kernel's, and the line says the memory was the same."""
     if not isinstance(sa, dict) or not isinstance(sb, dict):
         return []
     out = []
@@ -227,8 +252,8 @@ def diff_sysctls(sa, sb, s):
             text = f"sysctl {name}: {sa[name]} in {s.a}, absent in {s.b}"
         elif str(sa[name]) != str(sb[name]):
             text = f"sysctl {name}: {s.pair(sa[name], sb[name])}"
-            if memory_sized(name, sa[name], sb[name]) and not same_memory(s):
-                text = f"environment: {text} (sized from memory at boot; {memory_note(s)})"
+            if memory_sized(name, sa[name], sb[name]):
+                text = label_memory_sized(text, s)
         else:
             continue
         out.append(line(text, sysctl=True))
@@ -1235,9 +1260,8 @@ def group_root_causes(groups, s, names_a, names_b):
     top = []
     for (counter, side), runs in sorted(folded.items()):
         other = s.a if side == s.b else s.b
-        exps = sorted({r.split(" ")[0] for r in runs})
-        top.append(line(f"counter {counter}: only in {side}, in {len(runs)} runs of "
-                        f"{len(exps)} experiments ({', '.join(runs)}); in no experiment of {other}"))
+        top.append(line(f"counter {counter}: only in {side}, in {len(runs)} runs "
+                        f"({', '.join(runs)}); in no experiment of {other}"))
     out = {ALL: top}
     for name, lines in groups.items():
         out[name] = [x for x in lines if getattr(x, "counter", None) not in folded]

@@ -148,7 +148,8 @@ def test_same_memory_makes_it_a_kernel_difference(tmp_path):
     a = {"p01-machine": guest_machine(512, 1, 128, 2048)}
     b = {"p01-machine": guest_machine(512, 1, 128, 4096)}
     lines, _ = diff(tmp_path, a, b)
-    assert lines == ["p01-machine", "  sysctl net.ipv4.tcp_max_tw_buckets: 2048 in A, 4096 in B"]
+    assert lines == ["p01-machine", "  sysctl net.ipv4.tcp_max_tw_buckets: 2048 in A, 4096 in B "
+                     "(sized from memory at boot, the same 512 MiB (the guest's memory) on both sides)"]
 
 
 def test_memory_sized_sysctl_elsewhere_names_the_memory(tmp_path):
@@ -192,7 +193,7 @@ def test_a_counter_one_side_never_counts_is_said_once(tmp_path):
     lines, status = diff(tmp_path, a, b)
     assert status == 1
     assert lines == ["all experiments",
-                     "  counter IpOutTransmits: only in B, in 2 runs of 2 experiments "
+                     "  counter IpOutTransmits: only in B, in 2 runs "
                      "(p01-connect-time refused, p01-synretry); in no experiment of A"]
     # the same counter moving on the other side somewhere: not the kernel's, each line stays
     a["p01-timeout"]["cc"]["counters"] = {"IpOutTransmits": 1}
@@ -244,3 +245,14 @@ def test_committed_equal_side_prints_nothing():
     r = subprocess.run(["/usr/bin/python3", DIFF, a, a], capture_output=True, text=True)
     assert (r.returncode, r.stdout, r.stderr) == (0, "", "")
 
+
+
+def test_memory_not_recorded_on_either_side_is_not_called_environment(tmp_path):
+    """Two hosts (machine records no memory outside a guest): the line says the sysctl is sized
+    from memory, but does not claim the machines differ."""
+    a, b = {"p01-machine": machine()}, {"p01-machine": machine()}
+    a["p01-machine"]["sysctls"]["net.ipv4.tcp_max_syn_backlog"] = 128
+    b["p01-machine"]["sysctls"]["net.ipv4.tcp_max_syn_backlog"] = 2048
+    lines, _ = diff(tmp_path, a, b)
+    assert lines == ["p01-machine", "  sysctl net.ipv4.tcp_max_syn_backlog: 128 in A, 2048 in B "
+                     "(sized from memory at boot; memory not recorded on either side)"]
