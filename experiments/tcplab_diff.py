@@ -171,7 +171,7 @@ class Sides:
 # tcp_set_hashinfo() (from tcp_sk_init(), per namespace): tcp_max_tw_buckets = entries / 2 and
 # tcp_max_syn_backlog = max(128, entries / 128), of the global table (a namespace with a table
 # of its own, tcp_child_ehash_entries, uses that one; experiments/lib/netns.sh sets the two back
-# to the global table's values).  net/ipv4/udp.c, udp_init(): udp_mem as tcp_mem.
+# to the global table's values).  net/ipv4/udp.c, udp_init(): udp_mem from the free pages / 8.
 MEMORY_SYSCTLS = {
     "net.ipv4.tcp_max_syn_backlog": None, "net.ipv4.tcp_max_tw_buckets": None,
     "net.ipv4.tcp_max_orphans": None, "net.ipv4.tcp_mem": None, "net.ipv4.udp_mem": None,
