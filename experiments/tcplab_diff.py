@@ -245,7 +245,8 @@ def diff_sysctls(sa, sb, s):
     for name in sorted(set(sa) | set(sb)):
         if name not in sa or name not in sb:
             side = s.a if name in sa else s.b
-            text = f"sysctl {name}: recorded in {side} only ({fmt_value((sa if name in sa else sb)[name])})"
+            value = fmt_value((sa if name in sa else sb)[name])
+            text = f"sysctl {name}: recorded in {side} only ({value})"
         elif sa[name] is None and sb[name] is not None:
             text = f"sysctl {name}: absent in {s.a}, {sb[name]} in {s.b}"
         elif sa[name] is not None and sb[name] is None:
@@ -272,7 +273,9 @@ def diff_machine(a, b, s):
     mem = ma is not None and mb is not None and not same_memory(s)
     if not env and not cpus and not mem:
         return rest
-    words = [memory_note(s)] + ([f"CPUs {s.pair(ca, cb)}"] if ca is not None and cb is not None else [])
+    words = [memory_note(s)] if ma is not None or mb is not None else []
+    if ca is not None and cb is not None:
+        words.append(f"CPUs {s.pair(ca, cb)}")
     out = [line("environment: " + "; ".join(words))]
     if env:
         sa, sb = a["sysctls"], b["sysctls"]
@@ -605,7 +608,7 @@ def diff_run(a, b, s):
         na, nb = syns_sent(a), syns_sent(b)
         syns = (na, nb) if na is not None and nb is not None and na != nb else None
         counters = diff_counters(a.get("counters"), b.get("counters"), s, floor=floor, syns=syns)
-        if counters and getattr(counters[0], "level", 0) == 1:   # the folded line goes under the SYN line
+        if counters and getattr(counters[0], "level", 0) == 1:   # under the SYN line
             at = next((i + 1 for i, x in enumerate(out) if x.startswith("SYNs sent: ")), len(out))
             out.insert(at, counters.pop(0))
         out += counters

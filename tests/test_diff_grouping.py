@@ -149,7 +149,8 @@ def test_same_memory_makes_it_a_kernel_difference(tmp_path):
     b = {"p01-machine": guest_machine(512, 1, 128, 4096)}
     lines, _ = diff(tmp_path, a, b)
     assert lines == ["p01-machine", "  sysctl net.ipv4.tcp_max_tw_buckets: 2048 in A, 4096 in B "
-                     "(sized from memory at boot, the same 512 MiB (the guest's memory) on both sides)"]
+                     "(sized from memory at boot, the same 512 MiB (the guest's memory) "
+                     "on both sides)"]
 
 
 def test_memory_sized_sysctl_elsewhere_names_the_memory(tmp_path):
@@ -256,3 +257,10 @@ def test_memory_not_recorded_on_either_side_is_not_called_environment(tmp_path):
     lines, _ = diff(tmp_path, a, b)
     assert lines == ["p01-machine", "  sysctl net.ipv4.tcp_max_syn_backlog: 128 in A, 2048 in B "
                      "(sized from memory at boot; memory not recorded on either side)"]
+
+
+def test_cpus_alone_are_environment(tmp_path):
+    a, b = {"p01-machine": machine()}, {"p01-machine": machine()}
+    b["p01-machine"]["nproc"] = 8
+    lines, status = diff(tmp_path, a, b)
+    assert (lines, status) == (["p01-machine", "  environment: CPUs 2 in A, 8 in B"], 1)
