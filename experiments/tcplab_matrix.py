@@ -61,23 +61,17 @@ def unit_table():
 
 
 def vm_info(path):
-    """The first raw/<unit>/vm.txt of a directory as a dict (a --kernel run), else None."""
-    raw = os.path.join(path, "raw")
-    try:
-        units = sorted(os.listdir(raw))
-    except OSError:
+    """The first raw/<unit>/vm.txt of a directory as a dict (a --kernel run), else None: the
+    accelerator the diff names (tcplab_diff.vm_accel()), with the memory and CPUs beside it."""
+    if not D.vm_accel(path):
         return None
-    for unit in units:
+    for unit in sorted(os.listdir(os.path.join(path, "raw"))):
         try:
-            text = D.read_regular(os.path.join(raw, unit, "vm.txt"), False, 64 << 10)
-        except D.Trouble:
+            info = tcplab.read_vm(os.path.join(path, "raw", unit))
+        except (OSError, tcplab.RawError, ValueError):
             continue
-        info = {}
-        for line in text.decode("utf-8", "replace").splitlines():
-            k, sep, v = line.partition("=")
-            if sep and re.fullmatch(r"[a-z_]+", k):
-                info[k] = D.show(v.strip(), 80)
-        return info
+        if info:
+            return {k: D.show(v, 80) for k, v in info.items()}
     return None
 
 
