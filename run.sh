@@ -23,6 +23,7 @@ usage() {
 usage: ./run.sh [--quick] [--all] [--kernel VERSION] [--accel tcg|kvm] [--out DIR]
                 [--mtu N] [--allow-foreign-out] [NAME...]
        ./run.sh diff DIR_A DIR_B
+       ./run.sh matrix [--out DIR] DIR DIR [DIR...]
        ./run.sh --list | --help
 
 Builds what is missing (installing missing Debian packages when root), runs each experiment
@@ -41,6 +42,8 @@ report a .txt for people and a .json for tools, and raw/<unit>/ with what the pr
   --mtu N          the MTU of the wire units' veth pair (68..65535) instead of experiments/units'
   --allow-foreign-out  as root, write to a DIR another user owns (refused by default)
   diff A B         compare two output directories through their .json files (exit 1 if they differ)
+  matrix DIR...    one row per fact, one column per kernel: DIR/matrix.txt, .json, .svg
+                   (--out DIR, default outputs/; docs/kernel-matrix.md "The matrix view")
   --list           print the unit table (experiments/units): sets, durations, limits, needs
 
 Units marked alone=yes (they measure a speed) run by themselves, after the others. A unit whose
@@ -443,6 +446,10 @@ main() {
 		shift
 		[ $# -eq 2 ] || die $EXIT_USAGE "usage: ./run.sh diff DIR_A DIR_B"
 		exec "$PY" "$TOP/experiments/tcplab_diff.py" "$1" "$2"
+	fi
+	if [ "${1:-}" = matrix ]; then
+		shift
+		exec "$PY" "$TOP/experiments/tcplab_matrix.py" "$@"
 	fi
 	local list="" accel_set="" seen=" "
 	while [ $# -gt 0 ]; do

@@ -1,0 +1,245 @@
+"""The matrix view (experiments/tcplab_matrix.py, ./run.sh matrix): replayed from the committed
+outputs and from hand-made output directories, no root needed."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(TOP, "experiments"))
+import tcplab_matrix as M  # noqa: E402
+
+TOOL = os.path.join(TOP, "experiments", "tcplab_matrix.py")
+KERNELS = ["outputs/6.1.0-57-cloud-amd64", "outputs/6.12.117+deb12-cloud-amd64",
+           "outputs/6.18.44-fc-v1045"]
+GUEST = os.path.join(TOP, KERNELS[1])     # a 6.12 guest: raw/*/vm.txt says accel=tcg
+HOST = os.path.join(TOP, KERNELS[2])
+
+# The rows of the committed three-kernel matrix that change and that docs/kernel-diff.md does not
+# explain yet.  A later session writes their explanations (an anchor named after the row, e.g.
+# <a id="rmem_default"></a>, or a heading that starts with it) and removes them from this list.
+UNEXPLAINED = [
+    "rmem_default", "rmem_max", "wmem_default", "wmem_max", "tcp_rmem", "tcp_wmem",
+    "p04-short-reads-lo-plain-calls", "p04-short-reads-lo-rcvlowat-calls",
+    "p04-short-reads-wire-plain-calls", "p04-short-reads-wire-rcvlowat-calls",
+    "p04-short-reads-info-len",
+]
+
+
+def run(*args, cwd=TOP):
+    return subprocess.run([sys.executable, TOOL, *args], cwd=cwd, capture_output=True,
+                          text=True, timeout=120)
+
+
+def row(m, key):
+    rows = [r for r in m["rows"] if r["key"] == key]
+    assert len(rows) == 1, key
+    return rows[0]
+
+
+# ---- the committed outputs ---------------------------------------------------------------------
+
+def test_committed_matrix_is_what_the_command_makes_now(tmp_path):
+    p = run("--out", str(tmp_path), *KERNELS)
+    assert p.returncode == 0, p.stderr
+    for name in ("matrix.txt", "matrix.json", "matrix.svg"):
+        with open(os.path.join(TOP, "outputs", name), encoding="utf-8") as f:
+            committed = f.read()
+        with open(tmp_path / name, encoding="utf-8") as f:
+            assert f.read() == committed, f"outputs/{name} is stale: ./run.sh matrix " \
+                + " ".join(KERNELS)
+
+
+def test_unexplained_changed_rows_are_listed():
+    m = M.build([os.path.join(TOP, k) for k in KERNELS])
+    assert m["unexplained"] == UNEXPLAINED
+    for key in UNEXPLAINED:
+        r = row(m, key)
+        assert r["changed"] and r["explanation"] == "unexplained"
+
+
+def test_committed_kernel_changes_are_marked_and_linked():
+    m = M.build([os.path.join(TOP, k) for k in KERNELS])
+    r = row(m, "tcp_syn_linear_timeouts")
+    assert [c["text"] for c in r["cells"]] == ["absent", "4", "4"]
+    assert r["changed"] and r["explanation"] == \
+        "docs/kernel-diff.md#the-linear-syn-backoff-linux-65"
+    r = row(m, "tcp_rto_min_us")
+    assert r["explanation"] == "docs/kernel-diff.md#tcp_rto_min_us-linux-611"
+    r = row(m, "p01-synretry-syncnt-syn-retransmissions")
+    assert [c["value"] for c in r["cells"]] == [2, 5, 5] and r["changed"]
+    r = row(m, "tcp_max_tw_buckets")
+    assert r["environment"] and r["changed"]
+    # equal everywhere: not marked
+    r = row(m, "tcp_syn_retries")
+    assert [c["value"] for c in r["cells"]] == [6, 6, 6] and not r["changed"]
+    assert r["explanation"] is None
+
+
+def test_guest_timings_carry_the_caveat():
+    m = M.build([os.path.join(TOP, k) for k in KERNELS])
+    r = row(m, "p01-synretry-syncnt-total-time")
+    assert not r["changed"]            # 7.237 / 7.143 / 7.130 s: within the diff's tolerance
+    guest61, guest612, host = r["cells"]
+    assert guest61["emulated"] == "tcg" and guest61["text"].endswith(M.DAGGER)
+    assert guest612["text"].endswith(M.DAGGER)
+    assert "emulated" not in host and not host["text"].endswith(M.DAGGER)
+    # a count is not a timing: no dagger
+    assert not row(m, "p01-synretry-syncnt-syn-retransmissions")["cells"][0]["text"] \
+        .endswith(M.DAGGER)
+
+
+def test_host_only_and_absent_units_say_why():
+    m = M.build([os.path.join(TOP, k) for k in KERNELS])
+    r = row(m, "connect-modes-windows-stall")
+    assert r["cells"][0]["text"] == "not run: host only (experiments/units: qemu no)"
+    r = row(m, "p06-time-wait-client-closes-lasted")
+    assert r["cells"][1]["text"] == "not run: no p06-time-wait.json here"
+    assert r["cells"][2]["state"] == "value"
+    r = row(m, "p01-wire-netem-top-outcome")      # this host has no sch_netem
+    assert r["cells"][2]["text"].startswith("not run: skipped: ")
+    for r in m["rows"]:
+        assert all(c["text"] for c in r["cells"]), r["key"]   # never blank
+
+
+# ---- hand-made output directories ---------------------------------------------------------------
+
+def make(tmp, name, reports, source=GUEST, edit=None, vm=None):
+    d = tmp / name
+    d.mkdir()
+    for rep in reports:
+        with open(os.path.join(source, rep + ".json"), encoding="utf-8") as f:
+            obj = json.load(f)
+        if edit and rep in edit:
+            edit[rep](obj)
+        (d / (rep + ".json")).write_text(json.dumps(obj), encoding="utf-8")
+    if vm:
+        (d / "raw" / "p01-machine").mkdir(parents=True)
+        (d / "raw" / "p01-machine" / "vm.txt").write_text(vm, encoding="utf-8")
+    return d
+
+
+def set_syn_retries(v):
+    def fn(obj):
+        obj["sysctls"]["net.ipv4.tcp_syn_retries"] = v
+    return fn
+
+
+def test_a_changed_value_is_marked_and_equal_ones_are_not(tmp_path):
+    a = make(tmp_path, "a", ["p01-machine"])
+    b = make(tmp_path, "b", ["p01-machine"], edit={"p01-machine": set_syn_retries(5)})
+    doc = tmp_path / "kernel-diff.md"
+    doc.write_text("# nothing here explains tcp_syn_retries\n", encoding="utf-8")
+    m = M.build([str(a), str(b)], doc=str(doc))
+    changed = [r["key"] for r in m["rows"] if r["changed"]]
+    assert changed == ["tcp_syn_retries"]
+    assert row(m, "tcp_syn_retries")["explanation"] == "unexplained"
+    assert m["unexplained"] == ["tcp_syn_retries"]
+    assert not row(m, "tcp_synack_retries")["changed"]
+    # the same kernel twice: columns are named by directory
+    assert [c["label"] for c in m["columns"]] == ["a", "b"]
+    # an anchor for it in the page explains it
+    doc.write_text('## Why\n<a id="tcp_syn_retries"></a>\n', encoding="utf-8")
+    m = M.build([str(a), str(b)], doc=str(doc))
+    assert row(m, "tcp_syn_retries")["explanation"] == "docs/kernel-diff.md#tcp_syn_retries"
+    assert m["unexplained"] == []
+    # and the text shows the mark
+    text = M.render_txt(m)
+    marked = [ln for ln in text.splitlines() if "net.ipv4.tcp_syn_retries" in ln]
+    assert marked and marked[0].startswith("* ")
+    same = [ln for ln in text.splitlines() if "net.ipv4.tcp_synack_retries" in ln]
+    assert same and same[0].startswith("  ")
+
+
+def test_a_missing_unit_is_not_run_with_its_reason(tmp_path):
+    a = make(tmp_path, "a", ["p01-machine", "p01-synretry"])
+    b = make(tmp_path, "b", ["p01-machine"])
+    c = make(tmp_path, "c", ["p01-machine"])
+    (c / "raw" / "p01-synretry").mkdir(parents=True)
+    (c / "raw" / "p01-synretry" / "status.txt").write_text(
+        "failed: sockwatch exited with status 137 (exit 1 after 7 s)\n", encoding="utf-8")
+    m = M.build([str(a), str(b), str(c)])
+    r = row(m, "p01-synretry-syncnt-syn-retransmissions")
+    assert [x["text"] for x in r["cells"]] == [
+        "5", "not run: no p01-synretry.json here",
+        "not run: failed: sockwatch exited with status 137 (exit 1 after 7 s)"]
+    assert not r["changed"]      # one value: nothing to compare
+    assert M.mark(r) == "-"
+
+
+def test_a_host_only_unit_in_a_guest_says_so(tmp_path):
+    host = make(tmp_path, "host", ["p01-machine", "connect-modes"], source=HOST)
+    guest = make(tmp_path, "guest", ["p01-machine"], vm="accel=tcg\nmemory_mb=512\nsmp=1\n")
+    m = M.build([str(guest), str(host)])
+    r = row(m, "connect-modes-windows-stall")
+    assert r["cells"][0]["text"] == "not run: host only (experiments/units: qemu no)"
+    assert m["columns"][0]["where"] == "QEMU tcg guest, 512 MB, 1 CPU"
+    assert m["columns"][1]["where"] == "host"
+
+
+def bad(tmp_path, *dirs):
+    out = tmp_path / "out"
+    out.mkdir(exist_ok=True)
+    (out / "matrix.txt").write_text("old\n", encoding="utf-8")
+    p = run("--out", str(out), *map(str, dirs))
+    assert p.stdout == ""
+    assert len(p.stderr.splitlines()) == 1 and "Traceback" not in p.stderr, p.stderr
+    assert sorted(os.listdir(out)) == ["matrix.txt"]          # nothing half-written
+    assert (out / "matrix.txt").read_text(encoding="utf-8") == "old\n"
+    return p
+
+
+def test_broken_inputs_are_refused_with_one_line(tmp_path):
+    a = make(tmp_path, "a", ["p01-machine"])
+    p = bad(tmp_path, a)                                       # one directory: usage
+    assert p.returncode == 2 and "two or more" in p.stderr
+    p = bad(tmp_path, a, a, "--frobnicate")
+    assert p.returncode == 2 and "unknown option" in p.stderr
+    p = bad(tmp_path, a, tmp_path / "nowhere")
+    assert p.returncode == 1 and "no such directory" in p.stderr
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    p = bad(tmp_path, a, empty)
+    assert p.returncode == 1 and "not an output directory" in p.stderr
+    broken = make(tmp_path, "broken", ["p01-machine"])
+    (broken / "p01-synretry.json").write_text('{"experiment": "p01-synretry", ', encoding="utf-8")
+    p = bad(tmp_path, a, broken)
+    assert p.returncode == 1 and "p01-synretry.json: not JSON" in p.stderr
+    wrong = make(tmp_path, "wrong", ["p01-machine"],
+                 edit={"p01-machine": set_syn_retries([1, "x"])})
+    p = bad(tmp_path, a, wrong)
+    assert p.returncode == 1 and "sysctls.net.ipv4.tcp_syn_retries" in p.stderr
+
+
+def test_out_that_is_a_file_is_refused(tmp_path):
+    a = make(tmp_path, "a", ["p01-machine"])
+    f = tmp_path / "file"
+    f.write_text("x", encoding="utf-8")
+    p = run("--out", str(f), str(a), str(a))
+    assert p.returncode == 1 and len(p.stderr.splitlines()) == 1
+    assert f.read_text(encoding="utf-8") == "x"
+
+
+def test_run_sh_dispatches_matrix(tmp_path):
+    a = make(tmp_path, "a", ["p01-machine"])
+    b = make(tmp_path, "b", ["p01-machine"], edit={"p01-machine": set_syn_retries(5)})
+    p = subprocess.run([os.path.join(TOP, "run.sh"), "matrix", "--out", str(tmp_path / "o"),
+                        str(a), str(b)], cwd=TOP, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    m = json.loads((tmp_path / "o" / "matrix.json").read_text(encoding="utf-8"))
+    assert [r["key"] for r in m["rows"] if r["changed"]] == ["tcp_syn_retries"]
+    svg = (tmp_path / "o" / "matrix.svg").read_text(encoding="utf-8")
+    assert svg.startswith("<?xml") and "<script" not in svg and "http://" not in \
+        svg.replace("http://www.w3.org/2000/svg", "")
+
+
+@pytest.mark.skipif(shutil.which("rsvg-convert") is None, reason="no rsvg-convert (librsvg2-bin)")
+def test_svg_renders(tmp_path):
+    p = subprocess.run(["rsvg-convert", "-w", "1280", "-o", str(tmp_path / "m.png"),
+                        os.path.join(TOP, "outputs", "matrix.svg")], capture_output=True,
+                       timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert (tmp_path / "m.png").stat().st_size > 10000
