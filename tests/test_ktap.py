@@ -362,6 +362,35 @@ def test_the_lava_definition_passes_lavas_own_schema():
         testdef.validate(bad)
 
 
+def lava_job(definition):
+    """A QEMU job with the definition inline, as docs/kernel-matrix.md shows one."""
+    return {
+        "device_type": "qemu", "job_name": "tcplab-ktap", "priority": "medium",
+        "visibility": "public", "timeouts": {"job": {"minutes": 60}},
+        "context": {"arch": "amd64"},
+        "actions": [
+            {"deploy": {"to": "tmpfs", "os": "debian", "images": {"rootfs": {
+                "url": "file:///srv/lava/debian-bookworm-amd64.img",
+                "image_arg": "-drive format=raw,file={rootfs}"}}}},
+            {"boot": {"method": "qemu", "media": "tmpfs", "prompts": ["root@debian:~#"]}},
+            {"test": {"timeout": {"minutes": 30}, "definitions": [
+                {"repository": definition, "from": "inline", "name": "tcplab",
+                 "path": "inline/tcplab.yaml"}]}},
+        ]}
+
+
+def test_a_job_with_the_definition_inline_passes_lavas_job_schema():
+    """lava_common.schemas.validate as lava-server applies it to a submitted job (strict=False:
+    lava_scheduler_app/api/jobs.py); a fixupdict value LAVA does not know is refused."""
+    schemas = pytest.importorskip("lava_common.schemas", reason="no lava-common (apt-get install lava-common)")
+    d = lava_def()
+    schemas.validate(lava_job(d), strict=False)
+    bad = json.loads(json.dumps(d))
+    bad["parse"]["fixupdict"]["SKIP"] = "skipped"
+    with pytest.raises(Exception, match="fixupdict"):
+        schemas.validate(lava_job(bad), strict=False)
+
+
 def test_the_lava_run_steps_are_posix_sh():
     """lava-test-runner runs the steps as one script under `sh -e`: dash must parse them."""
     d = lava_def()
