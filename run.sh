@@ -21,7 +21,7 @@ UNIT_SKIPPED=3	# a collect script's exit status for "cannot run on this kernel" 
 usage() {
 	cat <<USAGE
 usage: ./run.sh [--quick] [--all] [--kernel VERSION] [--accel tcg|kvm] [--out DIR]
-                [--mtu N] [--allow-foreign-out] [NAME...]
+                [--mtu N] [--allow-foreign-out] [--ktap] [NAME...]
        ./run.sh diff DIR_A DIR_B
        ./run.sh matrix [--out DIR] DIR DIR [DIR...]
        ./run.sh --list | --help
@@ -41,6 +41,8 @@ report a .txt for people and a .json for tools, and raw/<unit>/ with what the pr
   --out DIR        write to DIR instead of outputs/<kernel release>; one run at a time per DIR
   --mtu N          the MTU of the wire units' veth pair (68..65535) instead of experiments/units'
   --allow-foreign-out  as root, write to a DIR another user owns (refused by default)
+  --ktap           print KTAP (kselftest's result format) on stdout: one test point per unit, ok,
+                   not ok or "# SKIP reason", progress as "# " lines; all else goes to stderr
   diff A B         compare two output directories through their .json files (exit 1 if they differ)
   matrix DIR...    one row per fact, one column per kernel: DIR/matrix.txt, .json, .svg
                    (--out DIR, default outputs/; docs/kernel-matrix.md "The matrix view")
@@ -55,7 +57,7 @@ partial raw/<unit>/ with a status.txt saying why.
 Not root: each unit runs in an unprivileged user+network namespace (unshare -rn) instead; a
 unit that needs root (root=yes, a wire, netns 2) is skipped when a set chose it, refused when named.
 Exit status: 0 all units ran and reported, 1 a unit failed, 2 bad usage, 4 skipped (neither
-root nor unprivileged user namespaces).
+root nor unprivileged user namespaces; with --ktap also: every unit skipped, as kselftest's KSFT_SKIP).
 USAGE
 }
 
@@ -63,11 +65,80 @@ die() {
 	local status=$1
 	shift
 	echo "$PROG: $*" >&2
+	[ -z "${KTAP:-}" ] || ktap_die "$status" "$*"
 	exit "$status"
 }
 
+# Progress lines go to stderr; with --ktap, once the KTAP header is out, to stdout as KTAP
+# diagnostic lines ("# ...").
 log() {
-	printf '%s [run] %s\n' "$(date +%H:%M:%S)" "$*" >&2
+	local line
+	line="$(date +%H:%M:%S) [run] $*"
+	if [ -n "${KTAP_STARTED:-}" ]; then
+		printf '# %s\n' "${line//$'\n'/ }" >&"$KTAP_FD"
+	else
+		printf '%s\n' "$line" >&2
+	fi
+}
+
+# ---- --ktap: KTAP version 1 on stdout (Documentation/dev-tools/ktap.rst, docs/kernel-matrix.md) --
+# One test point per unit of PLAN, in PLAN's order, printed when every unit has ended (a unit's
+# report can still fail it); fd KTAP_FD is the original stdout, fd 1 is stderr from --ktap on.
+KTAP="" KTAP_FD="" KTAP_STARTED="" KTAP_FAILS=0
+PLAN=()
+
+ktap_start() {
+	printf 'KTAP version 1\n1..%d\n# tcplab: %s, uname -r %s\n' "${#PLAN[@]}" \
+		"${KERNEL:+units in a Debian $KERNEL guest under QEMU ($ACCEL), }run.sh on $(uname -m)" "$(uname -r)" >&"$KTAP_FD"
+	KTAP_STARTED=1
+}
+
+# ktap_results [REASON]: the test points and kselftest's "# Totals" line; a unit without a result
+# is "not ok", or skipped with REASON when one is given (the run stopped for a skip).
+ktap_results() {
+	local u n=0 pass=0 fail=0 skip=0 why
+	local -A res=()
+	for u in "${DONE_UNITS[@]}"; do res[$u]=1; done
+	for u in "${FAILED[@]}"; do res[$u]=f; done
+	for u in "${PLAN[@]}"; do
+		n=$((n + 1))
+		why=${WHY[$u]:-}
+		[ "${res[$u]:-}" = f ] || [ -z "${WHY[report:${U_REPORT[$u]}]:-}" ] ||
+			why="failed: its report ${U_REPORT[$u]} failed" res[$u]=f
+		if [ -z "${res[$u]:-}" ] && [ -z "$why" ] && [ -n "${1:-}" ]; then why="skipped: $1"; fi
+		why=${why//$'\n'/ }
+		if [ "${res[$u]:-}" = 1 ]; then
+			printf 'ok %d %s\n' "$n" "$u"
+			pass=$((pass + 1))
+		elif [ -z "${res[$u]:-}" ] && [ "${why#skipped: }" != "$why" ]; then
+			printf 'ok %d %s # SKIP %s\n' "$n" "$u" "${why#skipped: }"
+			skip=$((skip + 1))
+		else
+			printf '# %s: %s\n' "$u" "${why:-failed: no result}"
+			case $why in
+			"timed out"*) printf 'not ok %d %s # TIMEOUT %s seconds\n' "$n" "$u" "${U_LIMIT[$u]}" ;;
+			*) printf 'not ok %d %s\n' "$n" "$u" ;;
+			esac
+			fail=$((fail + 1))
+		fi
+	done >&"$KTAP_FD"
+	printf '# Totals: pass:%d fail:%d xfail:0 xpass:0 skip:%d error:0\n' "$pass" "$fail" "$skip" >&"$KTAP_FD"
+	KTAP_FAILS=$fail
+	[ "$pass$fail" != 00 ] || [ "$skip" -eq 0 ] || KTAP_FAILS=-1	# all skipped
+}
+
+# ktap_die STATUS MESSAGE: the end of the KTAP stream for a run that stops early.  A skip
+# (status 4) reports every planned unit still without a result as skipped, "not run: MESSAGE" (no plan
+# yet: "1..0 # SKIP", as kselftest.h's ksft_exit_skip); any other status after the header is
+# "Bail out!"; before the header (bad usage) stdout stays empty.
+ktap_die() {
+	if [ "$1" -eq "$EXIT_SKIP" ]; then
+		[ ${#PLAN[@]} -gt 0 ] || { printf 'KTAP version 1\n1..0 # SKIP %s\n' "$2" >&"$KTAP_FD"; return 0; }
+		[ -n "$KTAP_STARTED" ] || ktap_start
+		ktap_results "not run: $2"
+	elif [ -n "$KTAP_STARTED" ]; then
+		printf 'Bail out! %s\n' "${2//$'\n'/ }" >&"$KTAP_FD"
+	fi
 }
 
 # ---- the unit table (experiments/units) -----------------------------------------------------
@@ -136,11 +207,15 @@ list_units() {
 # quick=skip ones with --quick; with --kernel, the units marked qemu=no are left out (said once).
 select_units() {
 	local all=$1 quick=$2 u out=()
+	PLAN=()
 	for u in "${UNIT_NAMES[@]}"; do
 		case ${U_SET[$u]} in default) ;; labs) [ -n "$all" ] || continue ;; *) continue ;; esac
 		[ -z "$quick" ] || [ "${U_QUICK[$u]}" = run ] || continue
+		PLAN+=("$u")
 		if [ -n "$KERNEL" ] && [ "${U_QEMU[$u]}" = no ]; then
 			log "$u: not run under --kernel (qemu=no in experiments/units)"
+			SKIPPED+=("$u")
+			WHY[$u]="skipped: not run under --kernel (qemu=no in experiments/units)"
 			continue
 		fi
 		out+=("$u")
@@ -405,7 +480,7 @@ run_vm() {
 	local raw="$TMPDIR_RUN/raw" status=0 release u rc
 	mkdir -p "$raw"
 	TCPLAB_EXPERIMENTS=$EXP rs_run_vm --accel "$ACCEL" ${MTU_OPT:+--mtu "$MTU_OPT"} "$KERNEL" "$raw" "$@" || status=$?
-	[ "$status" -ne "$EXIT_SKIP" ] || exit "$EXIT_SKIP"
+	[ "$status" -ne "$EXIT_SKIP" ] || { [ -z "$KTAP" ] || ktap_die "$EXIT_SKIP" "experiments/lib/vm.sh cannot boot a guest here (its reason is on stderr)"; exit "$EXIT_SKIP"; }
 	release=$(sed -n 's/^kernel=//p' "$raw/vm.txt" 2> /dev/null | head -n 1)
 	[ -n "$release" ] || die $EXIT_FAIL "the guest reported no kernel release (see above)"
 	[ -n "$OUT_SET" ] || rs_switch_out "$TOP/outputs/$release"
@@ -466,15 +541,18 @@ main() {
 		--mtu) [ $# -ge 2 ] || die $EXIT_USAGE "--mtu needs a number (68..65535)"; MTU_OPT=$2; shift
 			wire_mtu_ok "$MTU_OPT" || die $EXIT_USAGE "--mtu '${MTU_OPT//[![:print:]]/?}': want 68..65535 (a veth's range)" ;;
 		--allow-foreign-out) RS_ALLOW_FOREIGN=1 ;;
+		--ktap) KTAP=1 ;;
 		--) shift; units+=("$@"); break ;;
 		-*) die $EXIT_USAGE "unknown option '$1' (see ./run.sh --help)" ;;
 		*) units+=("$1") ;;
 		esac
 		shift
 	done
+	# --ktap: KTAP alone on stdout; what the build, the units and the reports print goes to stderr
+	[ -z "$KTAP" ] || [ -n "$list" ] || exec {KTAP_FD}>&1 1>&2
 	load_units
 	if [ -n "$list" ]; then
-		[ -z "$quick$all$KERNEL$accel_set$OUT_SET$MTU_OPT" ] && [ ${#units[@]} -eq 0 ] ||
+		[ -z "$quick$all$KERNEL$accel_set$OUT_SET$MTU_OPT$KTAP" ] && [ ${#units[@]} -eq 0 ] ||
 			die $EXIT_USAGE "--list takes no other argument"
 		list_units
 		exit 0
@@ -504,6 +582,8 @@ main() {
 		select_units "$all" "$quick"
 		units=("${SELECTED[@]}")
 		[ ${#units[@]} -gt 0 ] || die $EXIT_USAGE "no unit to run"
+	else
+		PLAN=("${units[@]}")
 	fi
 	if [ -n "$MTU_OPT" ]; then
 		local wired=""
@@ -531,6 +611,7 @@ main() {
 		[ ${#can[@]} -gt 0 ] || die $EXIT_SKIP "every unit selected needs root"
 		units=("${can[@]}")
 	fi
+	[ -z "$KTAP" ] || ktap_start
 	rs_start
 	ensure_built
 	local t0=$SECONDS
@@ -541,7 +622,9 @@ main() {
 	for f in "${FAILED[@]}"; do failed="$failed${failed:+; }$f: ${WHY[$f]}"; done
 	for f in "${SKIPPED[@]}"; do skipped="$skipped${skipped:+; }$f: ${WHY[$f]#skipped: }"; done
 	log "finished in $((SECONDS - t0)) s: ${#DONE_UNITS[@]} unit(s) ran, ${#FAILED[@]} failed${failed:+ ($failed)}${skipped:+, ${#SKIPPED[@]} skipped ($skipped)}; outputs in ${OUT#"$TOP"/}/"
-	[ ${#FAILED[@]} -eq 0 ] || exit $EXIT_FAIL
+	[ -z "$KTAP" ] || ktap_results
+	[ ${#FAILED[@]} -eq 0 ] && [ "$KTAP_FAILS" -le 0 ] || exit $EXIT_FAIL
+	[ "$KTAP_FAILS" -ne -1 ] || exit $EXIT_SKIP
 }
 
 main "$@"
