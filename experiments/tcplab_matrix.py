@@ -240,8 +240,9 @@ COUNTERS_ADD = "what-the-counters-add"
 READING = "reading-a-diff-what-is-kernel-and-what-is-not"
 SYSCTL_CAUSES = {"tcp_syn_linear_timeouts": [SYN_BACKOFF], "tcp_rto_max_ms": [READING],
                  "tcp_max_tw_buckets": [READING], "tcp_max_syn_backlog": [READING]}
-# sysctls sized from the machine's memory, not by the kernel's version (docs/kernel-matrix.md)
-ENVIRONMENT = {"net.ipv4.tcp_max_tw_buckets", "net.ipv4.tcp_max_syn_backlog"}
+# sysctls the kernel sizes from the machine's memory at boot: the diff's list (the kernel
+# source behind each is in docs/kernel-diff.md)
+ENVIRONMENT = set(D.MEMORY_SYSCTLS)
 
 
 def f_synretry(r, f):
