@@ -5,20 +5,16 @@ and runs p01-synretry; the retransmissions follow the schedule the guest's own s
 ETIMEDOUT at 7 s).  vm.txt names the exact packages.  One boot per kernel per session; skips
 with vm.sh's own one-line reason where qemu, busybox-static or the package cannot be had, as
 tests/test_kernel_matrix.py does for 6.1 (vm.sh downloads the package when it is not cached)."""
-import json
 import os
 import re
 import shutil
-import subprocess
 
 import pytest
 
 import tcplab
-from test_kernel_matrix import kv_file, near
+from test_kernel_matrix import boot_and_report, kv_file, near
 
 TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-VM = os.path.join(TOP, "experiments", "lib", "vm.sh")
-EXIT_SKIP = 4
 # series: (release prefix, the layout its suite ships, vm.txt deb.ROLE keys)
 KERNELS = {"5.10": ("5.10.0-", "classic", {"deb.image"}),
            "7.2": ("7.2.", "split", {"deb.image", "deb.binary", "deb.modules", "deb.base"})}
@@ -34,18 +30,9 @@ def guest(request, bindir, tmp_path_factory):
         pytest.skip("qemu-system-x86_64 not installed (make deps-kernel)")
     if os.geteuid() != 0:
         pytest.skip("needs root: the kernel cache and apt-get download")
-    raw = tmp_path_factory.mktemp("vm" + series.replace(".", ""))
-    r = subprocess.run([VM, "--timeout", "200", series, str(raw), "p01-synretry"],
-                       capture_output=True, text=True, timeout=400)
-    if r.returncode == EXIT_SKIP:
-        pytest.skip(r.stderr.strip().splitlines()[-1])
-    assert r.returncode == 0, f"vm.sh exited {r.returncode}:\n{r.stderr}"
-    out = tmp_path_factory.mktemp("vm" + series.replace(".", "") + "-out")
-    rep = subprocess.run(["/usr/bin/python3", os.path.join(TOP, "experiments", "p01-synretry.py"),
-                          str(raw), str(out)], capture_output=True, text=True)
-    assert rep.returncode == 0, rep.stderr
-    with open(out / "p01-synretry.json") as f:
-        report = json.load(f)
+    tag = "vm" + series.replace(".", "")
+    raw = tmp_path_factory.mktemp(tag)
+    report = boot_and_report(series, ["p01-synretry"], raw, tmp_path_factory.mktemp(tag + "-out"), 200)
     return series, kv_file(raw / "vm.txt"), report
 
 
