@@ -92,6 +92,7 @@ kp_update() {
 		flock 7 || exit 1
 		kp_fresh "$1" && exit 0
 		if kp_apt "$1" apt-get update -q >"$1/update.log" 2>&1; then
+			rm -f "$1/unfetchable"	# vm.sh's list of packages the mirror refused
 			touch "$1/updated"
 		else
 			kp_err "apt-get update ($1): $(awk '/^(E|Err):/ { print; exit }' "$1/update.log")"

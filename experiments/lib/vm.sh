@@ -295,6 +295,8 @@ resolve_kernel() {
 	for pkg in "${CANDIDATES[@]}"; do
 		KDIR=$(cached_package "$pkg")
 		[ -z "$KDIR" ] || break
+		# one the mirror refused since these lists were fetched is not asked for again
+		! grep -qxF "$pkg" "$APTDIR/unfetchable" 2>/dev/null || continue
 		[ "$tries" -lt 5 ] || break	# a mirror may lag its lists by a few uploads
 		tries=$((tries + 1))
 		mapfile -t parts < <(kp_parts "$APTDIR" "$pkg")
@@ -302,6 +304,7 @@ resolve_kernel() {
 		progress "fetching ${parts[*]} ($suite) into $CACHE/kernels"
 		KDIR=$(download_unpack "$APTDIR" "${suite:-$SUITE}" "${parts[@]}") && break
 		KDIR=""
+		echo "$pkg" >>"$APTDIR/unfetchable"
 		progress "cannot fetch $pkg; trying the next older"
 	done
 	[ -n "$KDIR" ] || KDIR=$(newest_cached)
