@@ -211,3 +211,18 @@ def test_an_unknown_suite_is_one_line_and_no_directory(tmp_path):
 def test_usage(tmp_path):
     r = kp("layout")
     assert r.returncode == 2 and r.stderr.startswith("usage: ")
+
+
+@pytest.mark.parametrize("series,accepted", [("5.10", True), ("7.2", True), ("4.9", False),
+                                             ("7.21", False)])
+def test_run_sh_accepts_the_new_series(series, accepted):
+    """run.sh's kernel_series_ok passes 5.10 and 7.2 on to the unit checks (connect-modes, a
+    host-only unit, is then refused: nothing boots); 4.9 and 7.21 are refused before."""
+    r = subprocess.run([os.path.join(TOP, "run.sh"), "--kernel", series, "connect-modes"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2
+    assert r.stderr.count("\n") == 1, r.stderr
+    if accepted:
+        assert "connect-modes cannot run under --kernel" in r.stderr, r.stderr
+    else:
+        assert "no such Debian cloud kernel series" in r.stderr, r.stderr
