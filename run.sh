@@ -34,7 +34,8 @@ report a .txt for people and a .json for tools, and raw/<unit>/ with what the pr
   --quick          leave out the units marked quick=skip (p01-synretry-default: over 2 minutes)
   --all            the default units and the labs (set "labs")
   NAME...          only these units, each once (see --list)
-  --kernel VER     run inside a Debian kernel VER (e.g. 6.1, 6.12) booted under QEMU
+  --kernel VER     run inside a Debian kernel VER (e.g. 5.10, 6.1, 6.12, 7.2) booted under QEMU,
+                   fetched with tcplab's own apt configuration (docs/kernel-matrix.md, "Kernels")
   --accel A        with --kernel: tcg (default, measured faster here) or kvm
                    VER is a Debian cloud kernel series: 4.19, or 5.0 .. 9.20 (no Linux major has
                    had more than 21 minors); anything else is refused before apt is touched
@@ -534,7 +535,7 @@ main() {
 		--quick) quick=1 ;;
 		--all) all=1 ;;
 		--kernel) [ $# -ge 2 ] || die $EXIT_USAGE "--kernel needs a version (e.g. 6.1)"; KERNEL=$2; shift
-			[ -n "$KERNEL" ] || die $EXIT_USAGE "--kernel '': want a version like 6.1 or 6.12" ;;
+			[ -n "$KERNEL" ] || die $EXIT_USAGE "--kernel '': want a version like 5.10 or 7.2" ;;
 		--accel) [ $# -ge 2 ] || die $EXIT_USAGE "--accel needs tcg or kvm"; ACCEL=$2; accel_set=1; shift ;;
 		--out) [ $# -ge 2 ] || die $EXIT_USAGE "--out needs a directory"; OUT=$2; OUT_SET=1; shift
 			[ -n "$OUT" ] || die $EXIT_USAGE "--out '': want a directory" ;;
@@ -560,7 +561,7 @@ main() {
 	case $ACCEL in tcg | kvm) ;; *) die $EXIT_USAGE "--accel '$ACCEL': want tcg or kvm" ;; esac
 	[ -z "$accel_set" ] || [ -n "$KERNEL" ] || die $EXIT_USAGE "--accel '$ACCEL' needs --kernel"
 	[ -z "$KERNEL" ] || [[ $KERNEL =~ ^[0-9]+\.[0-9]+$ ]] ||
-		die $EXIT_USAGE "--kernel '$KERNEL': want a version like 6.1 or 6.12"
+		die $EXIT_USAGE "--kernel '$KERNEL': want a version like 5.10 or 7.2"
 	[ -z "$KERNEL" ] || kernel_series_ok "$KERNEL" ||
 		die $EXIT_USAGE "--kernel '$KERNEL': no such Debian cloud kernel series (4.19, 5.x, 6.x .. with minor <= 20)"
 	[ -z "$OUT_SET" ] || [[ $OUT != *$'\n'* ]] || die $EXIT_USAGE "--out: a directory name with a newline"

@@ -32,6 +32,21 @@ def near(x, want, tol):
     return abs(x - want) <= tol
 
 
+def boot_and_report(series, units, raw, out, timeout):
+    """vm.sh boots series with units into raw (skips with vm.sh's own reason on exit 4), then
+    p01-synretry's report is made into out; returns its JSON."""
+    r = subprocess.run([VM, "--timeout", str(timeout), series, str(raw), *units],
+                       capture_output=True, text=True, timeout=2 * timeout)
+    if r.returncode == EXIT_SKIP:
+        pytest.skip(r.stderr.strip().splitlines()[-1])
+    assert r.returncode == 0, f"vm.sh exited {r.returncode}:\n{r.stderr}"
+    rep = subprocess.run(["/usr/bin/python3", os.path.join(TOP, "experiments", "p01-synretry.py"),
+                          str(raw), str(out)], capture_output=True, text=True)
+    assert rep.returncode == 0, rep.stderr
+    with open(out / "p01-synretry.json") as f:
+        return json.load(f)
+
+
 @pytest.fixture(scope="session")
 def guest61(bindir, tmp_path_factory):
     """One 6.1 boot for the whole session: (rawroot, vm.txt as a dict, the report's JSON)."""
@@ -43,17 +58,7 @@ def guest61(bindir, tmp_path_factory):
     if missing:
         pytest.skip("experiments not written yet: " + " ".join(missing))
     raw = tmp_path_factory.mktemp("vm61")
-    r = subprocess.run([VM, "--timeout", "150", "6.1", str(raw), *UNITS],
-                       capture_output=True, text=True, timeout=300)
-    if r.returncode == EXIT_SKIP:
-        pytest.skip(r.stderr.strip().splitlines()[-1])
-    assert r.returncode == 0, f"vm.sh exited {r.returncode}:\n{r.stderr}"
-    out = tmp_path_factory.mktemp("vm61-out")
-    rep = subprocess.run(["/usr/bin/python3", os.path.join(TOP, "experiments", "p01-synretry.py"),
-                          str(raw), str(out)], capture_output=True, text=True)
-    assert rep.returncode == 0, rep.stderr
-    with open(out / "p01-synretry.json") as f:
-        report = json.load(f)
+    report = boot_and_report("6.1", UNITS, raw, tmp_path_factory.mktemp("vm61-out"), 150)
     return raw, kv_file(raw / "vm.txt"), report
 
 

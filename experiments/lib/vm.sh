@@ -3,16 +3,21 @@
 #
 # usage: experiments/lib/vm.sh [-v] [--accel tcg|kvm] [--timeout S] [--mtu N] VERSION RAWROOT UNIT...
 #
-# Fetches the newest linux-image-VERSION.*-cloud-amd64-unsigned .deb with apt-get download into a
-# cache outside the clone (TCPLAB_CACHE, default /var/cache/tcplab), unpacks it with dpkg-deb -x
-# (never installs it), builds an initramfs (busybox-static, build/bin with the shared libraries
-# ldd names, experiments/*.sh, inet_diag + tcp_diag and boot/config-* from the same package,
-# experiments/lib/initramfs/init), boots it under QEMU, and unpacks what each unit wrote into RAWROOT/UNIT/
+# Fetches the newest Debian cloud kernel of series VERSION (5.10, 6.1, 6.12, 7.2) with tcplab's own
+# apt configuration (experiments/lib/kernelpkg.sh: a sources list and lists of its own in
+# TCPLAB_CACHE/apt, default /var/cache/tcplab; the host's apt sources and lists are never
+# touched) into TCPLAB_CACHE/kernels: the classic linux-image-*-unsigned .deb, or sid's split
+# linux-image meta package with its linux-binary, linux-modules and linux-base, unpacked with
+# dpkg-deb -x (never installed) and laid out alike.  Builds an initramfs (busybox-static,
+# build/bin with the shared libraries ldd names, experiments/*.sh, inet_diag + tcp_diag and
+# boot/config-* from the same package, experiments/lib/initramfs/init), boots it under QEMU,
+# and unpacks what each unit wrote into RAWROOT/UNIT/
 # as a host run would.  When a unit's netns is wire or wire:MTU (experiments/units), the guest
 # also gets the wire: iproute2's ip and tc, nft, experiments/lib/wire.sh and the modules veth,
 # nf_tables, the nft expressions wire.sh uses and sch_netem (WIRE_MODULES); --mtu N overrides
-# the table's MTU for every wire unit, as run.sh --mtu does on the host.  Writes RAWROOT/vm.txt (key=value: accel, kernel release, boot time,
-# status) and RAWROOT/vm-console.log.
+# the table's MTU for every wire unit, as run.sh --mtu does on the host.  Writes RAWROOT/vm.txt
+# (key=value: the packages and versions, accel, kernel release, boot time, status) and
+# RAWROOT/vm-console.log.
 #
 # Exit: 0 every unit ran and exited 0, or skipped itself (exit 3, status.txt "skipped: WHY");
 #       1 a unit failed or the guest died; 2 usage;
@@ -31,13 +36,23 @@ PROG=vm.sh
 . "$TOP/experiments/lib/runstate.sh"	# rs_reap_vm_dirs
 # shellcheck source=experiments/lib/wire.sh
 . "$TOP/experiments/lib/wire.sh"	# wire_mtu_ok; shipped to the guest for wire units
+# shellcheck source=experiments/lib/kernelpkg.sh
+. "$TOP/experiments/lib/kernelpkg.sh"	# tcplab's own apt configuration, the package layouts
 EXPDIR=${TCPLAB_EXPERIMENTS:-$TOP/experiments}	# tests point this at units of their own
-MODULES=(inet_diag tcp_diag)	# what sock_diag needs; the debs carry no modules.dep
+# What every unit needs: sock_diag's inet_diag and tcp_diag, and AF_PACKET for the capture
+# (built in, CONFIG_PACKET=y, in every Debian package so far: found in modules.builtin, recorded
+# as built in, not loaded).  The debs carry no modules.dep: dependencies come from .modinfo.
+MODULES=(inet_diag tcp_diag af_packet)
 # What the wire needs (wire.sh): the veth pair; nf_tables with numgen (drop-first/drop-nth) and
 # reject (ICMP errors, TCP RST; nft_reject_inet pulls nf_reject_ipv4/ipv6 and nft_reject in by
-# its depends=); sch_netem.  counter and the inet family are built into nf_tables.ko (6.1:
-# CONFIG_NF_TABLES_INET=y, no nft_counter.ko).  Loaded only when a wire unit is selected.
+# its depends=); sch_netem.  The inet family is built into nf_tables.ko (CONFIG_NF_TABLES_INET=y
+# in every package).  Loaded only when a wire unit is selected.
 WIRE_MODULES=(veth nf_tables nft_numgen nft_reject_inet sch_netem)
+# Loaded when the package ships them, else part of another module: the counter expression of
+# every wire.sh rule is nft_counter.ko up to 5.16 (5.10: CONFIG_NFT_COUNTER=m) and part of
+# nf_tables.ko since 5.17 ("netfilter: nf_tables: make counter support built-in").  Without it
+# 5.10's nft cannot add a rule with a counter: a bare initramfs autoloads no module.
+WIRE_MODULES_IF_SHIPPED=(nft_counter)
 # The wire's tools, the host's own, in the guest's /bin: iproute2's ip and tc (busybox's ip cannot
 # make a veth pair or a named namespace, its tc has no netem), nft, util-linux's nsenter, and
 # dash, which runs the wire units; and iproute2's ss, which wire units use to cross-check
@@ -169,59 +184,16 @@ check_tools() {
 	[ -d "$BINDIR" ] || fail 1 "$BINDIR does not exist: run make first"
 }
 
-# Newest package name for VERSION in apt's lists; empty when there is none.
-newest_package() {
-	local re="^linux-image-${VERSION//./\\.}\\.[^ ]*-cloud-amd64-unsigned\$"
-	{ apt-cache search --names-only "$re" 2>/dev/null || true; } | awk '{ print $1 }' | sort -V |
-		awk 'END { if (NR) print }'
-}
-
-# The newest kernel already unpacked in the cache for VERSION; empty when none.
+# The newest kernel already unpacked in the cache for VERSION, either layout; empty when none.
 newest_cached() {
 	local d
-	for d in "$CACHE/kernels/linux-image-$VERSION".*-cloud-amd64-unsigned_*; do
+	for d in "$CACHE/kernels/linux-image-$VERSION".*-cloud-amd64_* \
+		"$CACHE/kernels/linux-image-$VERSION".*-cloud-amd64-unsigned_*; do
 		if [ -f "$d/.complete" ]; then echo "$d"; fi
 	done | sort -V | awk 'END { if (NR) print }'
 }
 
-# download_unpack PKG: the .deb (cached or downloaded) unpacked into its own directory in the
-# cache; prints that directory.
-download_unpack() {
-	local pkg=$1 dl deb dir debs
-	debs=("$CACHE/kernels/${pkg}"_*.deb)
-	if [ -f "${debs[-1]}" ]; then
-		deb=${debs[-1]}
-	else
-		deb=$(fetch_deb "$pkg") || return 1
-	fi
-	dir=${deb%.deb}
-	if ! [ -f "$dir/.complete" ]; then
-		rm -rf -- "$dir" "$dir.tmp"
-		dpkg-deb -x "$deb" "$dir.tmp" || { rm -rf -- "$dir.tmp"; return 1; }
-		touch "$dir.tmp/.complete"
-		mv "$dir.tmp" "$dir"
-	fi
-	echo "$dir"
-}
-
-# fetch_deb PKG: apt-get download into the cache; prints the .deb's path.
-fetch_deb() {
-	local pkg=$1 dl deb
-	dl=$(mktemp -d "$CACHE/kernels/.download.XXXXXX")
-	# apt drops privileges to _apt for downloads; let it write here.
-	chown _apt "$dl" 2>/dev/null || true
-	if ! (cd "$dl" && apt-get download -q "$pkg") >"$dl/log" 2>&1; then
-		echo "vm.sh: apt-get download $pkg: $(awk '/^E:/ { print; exit }' "$dl/log")" >&2
-		rm -rf -- "$dl"
-		return 1
-	fi
-	deb=$(ls "$dl"/*.deb)
-	mv -f "$deb" "$CACHE/kernels/"
-	rm -rf -- "$dl"
-	echo "$CACHE/kernels/$(basename "$deb")"
-}
-
-# The complete unpacked directory of package PKG in the cache; empty when there is none.
+# The complete unpacked directory of image package PKG in the cache; empty when there is none.
 cached_package() {
 	local d
 	for d in "$CACHE/kernels/$1"_*; do
@@ -229,31 +201,116 @@ cached_package() {
 	done | sort -V | awk 'END { if (NR) print }'
 }
 
-# Sets KDIR to the unpacked package for VERSION: the newest in apt, else the newest cached.
+# fetch_debs APTDIR PKG...: apt-get download (tcplab's own apt configuration APTDIR) into the
+# cache, each .deb not there already; returns 1 with apt's first error line.
+fetch_debs() {
+	local aptdir=$1 dl p missing=() debs
+	shift
+	for p in "$@"; do
+		debs=("$CACHE/kernels/${p}"_*.deb)
+		[ -f "${debs[-1]}" ] || missing+=("$p")
+	done
+	[ ${#missing[@]} -gt 0 ] || return 0
+	dl=$(mktemp -d "$CACHE/kernels/.download.XXXXXX")
+	# apt drops privileges to _apt for downloads; let it write here.
+	chown _apt "$dl" 2>/dev/null || true
+	if ! (cd "$dl" && kp_apt "$aptdir" apt-get download -q "${missing[@]}") >"$dl/log" 2>&1; then
+		echo "vm.sh: apt-get download ${missing[*]}: $(awk '/^E:/ { print; exit }' "$dl/log")" >&2
+		rm -rf -- "$dl"
+		return 1
+	fi
+	mv -f "$dl"/*.deb "$CACHE/kernels/"
+	rm -rf -- "$dl"
+}
+
+# download_unpack APTDIR SUITE PKG [PART...]: image package PKG and the PARTs it is made of (PKG alone in the
+# classic layout; sid's split adds linux-binary-, linux-modules-, linux-base-) downloaded and
+# unpacked together into PKG's directory in the cache, laid out as a classic package
+# (kp_layout), with .source saying what it was made of; prints that directory.
+download_unpack() {
+	local aptdir=$1 suite=$2 pkg=$3 p debs dir layout=classic
+	shift 2
+	fetch_debs "$aptdir" "$@" || return 1
+	debs=("$CACHE/kernels/${pkg}"_*.deb)
+	dir=${debs[-1]%.deb}
+	[ $# -eq 1 ] || layout='split'
+	rm -rf -- "$dir" "$dir.tmp"
+	{
+		echo "suite=$suite"
+		echo "layout=$layout"
+		for p in "$@"; do
+			debs=("$CACHE/kernels/${p}"_*.deb)
+			dpkg-deb -x "${debs[-1]}" "$dir.tmp" || return 1
+			echo "deb.$(deb_role "$p")=$p=$(dpkg-deb -f "${debs[-1]}" Version)"
+		done
+	} >"$dir.source.tmp" || { rm -rf -- "$dir.tmp" "$dir.source.tmp"; return 1; }
+	kp_layout "$dir.tmp" >/dev/null || { rm -rf -- "$dir.tmp" "$dir.source.tmp"; return 1; }
+	mv "$dir.source.tmp" "$dir.tmp/.source"
+	touch "$dir.tmp/.complete"
+	mv "$dir.tmp" "$dir"
+	echo "$dir"
+}
+
+# deb_role PKG: image, binary, modules or base (the vm.txt key deb.ROLE).
+deb_role() {
+	case $1 in
+	linux-binary-*) echo binary ;;
+	linux-modules-*) echo modules ;;
+	linux-base-*) echo base ;;
+	*) echo image ;;
+	esac
+}
+
+# find_package: sets APTDIR, SUITE and CANDIDATES (image packages of VERSION, newest first) from
+# the oldest suite family whose lists (tcplab's own, $CACHE/apt/SUITE, refreshed daily) carry
+# VERSION; CANDIDATES empty when none does or the archive cannot be reached.
+find_package() {
+	local s
+	APTDIR="" SUITE="" CANDIDATES=()
+	for s in $KP_SUITES; do
+		kp_setup "$CACHE" "$s" || return 0
+		if ! kp_fresh "$KP_DIR"; then
+			progress "apt-get update $s (tcplab's own lists in $KP_DIR)"
+			kp_update "$KP_DIR" || true	# offline: the lists it has, or the cache
+		fi
+		mapfile -t CANDIDATES < <(kp_candidates "$KP_DIR" "$VERSION")
+		if [ ${#CANDIDATES[@]} -gt 0 ]; then
+			APTDIR=$KP_DIR SUITE=$s
+			return 0
+		fi
+	done
+}
+
+# Sets KDIR to the unpacked kernel of VERSION: the newest the archive serves (an older one when
+# the newest cannot be downloaded: mirrors lag behind their lists), else the newest cached.
 resolve_kernel() {
 	{ mkdir -p "$CACHE/kernels" 2>/dev/null && [ -w "$CACHE/kernels" ]; } ||
 		skip "cannot write the kernel cache $CACHE/kernels (set TCPLAB_CACHE)"
+	[[ $CACHE != *$'\n'* ]] || fail 2 "TCPLAB_CACHE: a directory name with a newline"
 	exec 9>"$CACHE/kernels/.lock"
 	flock 9
-	local pkg
-	pkg=$(newest_package)
-	if [ -z "$pkg" ]; then
-		progress "apt-get update (no linux-image-$VERSION.* in apt's lists)"
-		apt-get update -qq >/dev/null 2>&1 || true
-		pkg=$(newest_package)
-	fi
+	local pkg tries=0 parts suite
+	find_package
 	KDIR=""
-	if [ -n "$pkg" ]; then
+	for pkg in "${CANDIDATES[@]}"; do
 		KDIR=$(cached_package "$pkg")
-		if [ -z "$KDIR" ] || ! [ -f "$KDIR/.complete" ]; then
-			progress "fetching $pkg into $CACHE/kernels"
-			KDIR=$(download_unpack "$pkg") || KDIR=""
-		fi
-	fi
+		[ -z "$KDIR" ] || break
+		# one the mirror refused since these lists were fetched is not asked for again
+		! grep -qxF "$pkg" "$APTDIR/unfetchable" 2>/dev/null || continue
+		[ "$tries" -lt 5 ] || break	# a mirror may lag its lists by a few uploads
+		tries=$((tries + 1))
+		mapfile -t parts < <(kp_parts "$APTDIR" "$pkg")
+		suite=$(kp_suite_of "$APTDIR" "$pkg")
+		progress "fetching ${parts[*]} ($suite) into $CACHE/kernels"
+		KDIR=$(download_unpack "$APTDIR" "${suite:-$SUITE}" "${parts[@]}") && break
+		KDIR=""
+		echo "$pkg" >>"$APTDIR/unfetchable"
+		progress "cannot fetch $pkg; trying the next older"
+	done
 	[ -n "$KDIR" ] || KDIR=$(newest_cached)
 	flock -u 9
 	exec 9>&-
-	[ -n "$KDIR" ] || skip "no linux-image-$VERSION.*-cloud-amd64-unsigned package in apt or in $CACHE/kernels"
+	[ -n "$KDIR" ] || skip "no linux-image-$VERSION.*-cloud-amd64 package in Debian's $KP_SUITES (tcplab's lists in $CACHE/apt) or in $CACHE/kernels"
 	local images=("$KDIR"/boot/vmlinuz-*)
 	VMLINUZ=${images[0]}
 	[ -f "$VMLINUZ" ] || skip "$KDIR has no boot/vmlinuz-*"
@@ -261,6 +318,18 @@ resolve_kernel() {
 	MODDIR=$KDIR/lib/modules/$RELEASE
 	[ -d "$MODDIR" ] || skip "$KDIR has no lib/modules/$RELEASE"
 	PACKAGE=$(basename "$KDIR")
+}
+
+# What KDIR was made of, as vm.txt lines: its .source (suite, layout, deb.ROLE=NAME=VERSION),
+# or for a directory unpacked before .source existed, what its name says (NAME_VERSION_ARCH).
+package_source() {
+	if [ -f "$KDIR/.source" ]; then
+		cat "$KDIR/.source"
+	else
+		local base=${PACKAGE%_*}
+		echo "layout=classic"
+		echo "deb.image=${base%_*}=${base#*_}"
+	fi
 }
 
 # Path of module NAME (dashes and underscores alike) in MODDIR; empty when absent.
@@ -271,15 +340,28 @@ module_path() {
 		base=${base%%.ko*}
 		[ "${base//-/_}" = "$want" ] && { echo "$f"; return; }
 	done < <(find "$MODDIR/kernel" -name '*.ko' -o -name '*.ko.xz' -o -name '*.ko.zst')
+	return 0
+}
+
+# Whether module NAME is built into the kernel (its modules.builtin, shipped in every layout).
+module_builtin() {
+	local want=${1//-/_}
+	[ -f "$MODDIR/modules.builtin" ] &&
+		awk -v m="$want" '{ sub(/.*\//, ""); sub(/\.ko$/, ""); gsub(/-/, "_") } $0 == m { f = 1; exit }
+			END { exit !f }' "$MODDIR/modules.builtin"
 }
 
 # module_add NAME: decompress NAME, after its dependencies (from .modinfo), into DEST/tcplab/modules;
-# appends to MODLIST in load order.
+# appends to MODLIST in load order.  A module built into the kernel goes to BUILTIN instead.
 module_add() {
 	local name=${1//-/_} src out deps d
-	case " $MODLIST " in *" $name "*) return 0 ;; esac
+	case " $MODLIST $BUILTIN " in *" $name "*) return 0 ;; esac
 	src=$(module_path "$name")
-	[ -n "$src" ] || fail 1 "module $name not in $MODDIR"
+	if [ -z "$src" ] && module_builtin "$name"; then
+		BUILTIN="$BUILTIN $name"
+		return 0
+	fi
+	[ -n "$src" ] || fail 1 "module $name not in $MODDIR (neither a .ko nor in modules.builtin)"
 	out=$DEST/tcplab/modules/$name.ko
 	case $src in
 	*.xz) xz -dc "$src" >"$out" ;;
@@ -381,13 +463,16 @@ build_initramfs() {
 		mkdir -p "$DEST/boot"
 		cp "$KDIR/boot/config-$RELEASE" "$DEST/boot/"
 	fi
-	MODLIST=""
+	MODLIST="" BUILTIN=""
 	for a in "${MODULES[@]}"; do
 		module_add "$a"
 	done
 	if [ -n "$WIRE" ]; then
 		for a in "${WIRE_MODULES[@]}"; do
 			module_add "$a"
+		done
+		for a in "${WIRE_MODULES_IF_SHIPPED[@]}"; do
+			[ -z "$(module_path "$a")" ] || module_add "$a"
 		done
 	fi
 	install -m 0755 "$TOP/experiments/lib/initramfs/init" "$DEST/init"
@@ -510,6 +595,7 @@ write_vm_txt() {
 	{
 		echo "version=$VERSION"
 		echo "package=$PACKAGE"
+		package_source
 		echo "kernel=$(meta_value uname_r)"
 		echo "accel=$ACCEL"
 		echo "cpu=$CPU"
@@ -519,6 +605,7 @@ write_vm_txt() {
 		echo "transport=serial"
 		echo "netns=$(meta_value netns)"
 		echo "modules=$(sed -n "s/^TL_MODULES='\(.*\)'/\1/p" "$DEST/tcplab/config")"
+		echo "modules_builtin=${BUILTIN# }"
 		echo "kernel_boot_s=$(meta_value init_uptime_s)"
 		echo "boot_s=$(cat "$WORK/boot_s" 2>/dev/null)"
 		echo "wall_s=$WALL_S"
