@@ -13,7 +13,8 @@ NAME is the outputs' name (NAME.txt, NAME.json: the unit's own, or its report's 
 that refused); RAWDIR the unit's raw directory (raw/<unit>/, kept as it was left).  --log is a
 copy of the collect script's stderr (a host run); --console a guest's vm-console.log, from which
 the unit's own lines (between init's "U: start" and "U: done" lines) are taken.  Either is
-copied whole into RAWDIR (collect-stderr.txt, console.txt).  Reading never refuses: a partial
+copied whole into RAWDIR (collect-stderr.txt, console.txt); without either, the copy already
+in RAWDIR is read, so the outputs can be written again from a kept raw directory.  Reading never refuses: a partial
 unit's files are exactly the ones that may be cut off.  Standard library and tcplab only."""
 import argparse
 import datetime
@@ -154,6 +155,11 @@ def build(a):
     rawdir = a.rawdir
     exists = os.path.isdir(rawdir)
     log_name, log_text, guest = None, None, None
+    if not a.console and not a.log and exists:    # written out again from a kept raw directory
+        if os.path.lexists(os.path.join(rawdir, "console.txt")):
+            a.console = os.path.join(rawdir, "console.txt")
+        elif os.path.lexists(os.path.join(rawdir, "collect-stderr.txt")):
+            a.log = os.path.join(rawdir, "collect-stderr.txt")
     if a.console:
         con = _text(a.console)
         if con is not None:
@@ -163,7 +169,9 @@ def build(a):
                 "console.txt" if os.path.lexists(os.path.join(rawdir, "console.txt")) else None)
     elif a.log:
         log_text = _text(a.log)
-        log_name = _copy_log(log_text, rawdir, "collect-stderr.txt")
+        log_name = _copy_log(log_text, rawdir, "collect-stderr.txt") or (
+            "collect-stderr.txt" if os.path.lexists(os.path.join(rawdir, "collect-stderr.txt"))
+            else None)
     files = raw_listing(rawdir) if exists else []
     tail = [line.rstrip("\r") for line in (log_text or "").splitlines()][-TAIL:]
     code, sig = exit_fields(a.exit)
