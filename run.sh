@@ -48,7 +48,8 @@ netns is "wire" runs in a client namespace joined to a server namespace by a vet
 (192.0.2.1 and .2, docs/wire.md). A unit that cannot run on this kernel (e.g. no sch_netem) is
 reported "skipped", with its reason, and does not fail the run. A unit still
 running at its limit_s is stopped and reported "timed out"; a failed or timed-out unit keeps its
-partial raw/<unit>/ with a status.txt saying why.
+partial raw/<unit>/ with a status.txt saying why, and its .txt/.json say "failed: <reason>"
+(docs/output-format.md); the last line names the failed units.
 Not root: each unit runs in an unprivileged user+network namespace (unshare -rn) instead; a
 unit that needs root (root=yes, a wire, netns 2) is skipped when a set chose it, refused when named.
 Exit status: 0 all units ran and reported, 1 a unit failed, 2 bad usage, 4 skipped (neither

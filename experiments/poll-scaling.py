@@ -61,6 +61,43 @@ def nofile(p, key, path):
     return t.num(v, f"{path}: {key}", 0, t.MAX_INT)
 
 
+def meminfo(raw, p):
+    """/proc/meminfo (kB) once each step's idle connections were open, round 1: {(b, k): {...}};
+    empty for raw data collected before the unit sampled it."""
+    out = {}
+    for b in p["backends"]:
+        for k in p["ks"]:
+            path = os.path.join(raw, f"{b}-k{k}-r1-meminfo.txt")
+            if not t.exists(path):
+                continue
+            d = {}
+            for line in t.read_lines(path):
+                name, _, rest = line.partition(":")
+                words = rest.split()
+                if len(words) != 2 or words[1] != "kB":
+                    raise t.RawError(f"{path}: {line[:40]!r} is not 'Name: N kB'")
+                d[name] = t.num(words[0], f"{path}: {name}", 0)
+            for need in ("MemTotal", "MemAvailable", "Slab"):
+                if need not in d:
+                    raise t.RawError(f"{path}: no {need}:")
+            out[(b, k)] = d
+    return out
+
+
+def memory_line(mem):
+    """One line: MemAvailable and Slab at the smallest and the largest K sampled (the backend
+    with the least MemAvailable there)."""
+    if not mem:
+        return []
+    ks = sorted({k for _, k in mem})
+    lo = min((d for (_, k), d in mem.items() if k == ks[0]), key=lambda d: d["MemAvailable"])
+    hib, hi = min(((b, d) for (b, k), d in mem.items() if k == ks[-1]),
+                  key=lambda x: x[1]["MemAvailable"])
+    return [f"memory once the idle connections were open (/proc/meminfo, round 1): MemTotal "
+            f"{hi['MemTotal']} kB; MemAvailable {lo['MemAvailable']} kB at K={ks[0]}, "
+            f"{hi['MemAvailable']} kB at K={ks[-1]} ({hib}); Slab {lo['Slab']} kB -> {hi['Slab']} kB"]
+
+
 def limit_lines(p, run_s, raw):
     """Why K is what it is: the file limit the unit ran with, the K it left out, and, in a QEMU
     guest, why one round (the numbers are the run's own: plan.txt, elapsed.txt)."""
@@ -429,6 +466,8 @@ def build(rawroot, outdir):
                      f"hard {rl['hard']})")
     run_s = elapsed(raw)
     lines += limit_lines(p, run_s, raw)
+    mem = meminfo(raw, p)
+    lines += memory_line(mem)
     svg_tmp, plot_line = plot(outdir, backends, ref["fd_setsize"] if ref else None, p["active"],
                           p["size"])
     try:
@@ -451,6 +490,7 @@ def build(rawroot, outdir):
                 "poll_5000_over_0": cpu_ratio(backends.get("poll", []), 5000)},
             "selftest": st,
             "client_headroom": round(st["req_s"] / e0["req_s"], 3) if st and e0 else None,
+            "meminfo_kb": [{"backend": b, "k": k, **d} for (b, k), d in sorted(mem.items())],
             "rlimit_nofile": rl, "plot": NAME + ".svg" if svg_tmp else None,
             "writeup": {"req_s": {b: {str(k): v for k, v in d.items()} for b, d in WRITEUP.items()},
                         "select_failed_with_conns": WRITEUP_SELECT_FAILED_CONNS},

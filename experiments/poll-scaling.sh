@@ -85,7 +85,12 @@ step() {
 	tl_wait_line "$_srv" "$_base-server.txt" '^ready ' 5
 	tl_bg "$_base-load.txt" "$TL_BIN/echo_load" -p "$PORT" -k "$2" -w "$WINDOW_MS" \
 		-u "$WARMUP_MS" -P "$(field pid "$_base-server.txt" ready)" $CLI_PIN
-	tl_wait_exit "$TL_LAST" 60
+	_load=$TL_LAST
+	# the memory the K idle connections take (echo_load prints `idle` once they are open, before
+	# its warm-up): a guest has 512 MB
+	tl_wait_line "$_load" "$_base-load.txt" '^idle ' 60
+	grep -E '^(MemTotal|MemAvailable|Slab):' /proc/meminfo > "$_base-meminfo.txt"
+	tl_wait_exit "$_load" 60
 	kill -TERM "$_srv" 2> /dev/null
 	wait "$_srv"
 	_rc=$?
