@@ -54,7 +54,8 @@ netns is "wire" runs in a client namespace joined to a server namespace by a vet
 (192.0.2.1 and .2, docs/wire.md). A unit that cannot run on this kernel (e.g. no sch_netem) is
 reported "skipped", with its reason, and does not fail the run. A unit still
 running at its limit_s is stopped and reported "timed out"; a failed or timed-out unit keeps its
-partial raw/<unit>/ with a status.txt saying why.
+partial raw/<unit>/ with a status.txt saying why, and its .txt/.json say "failed: <reason>"
+(docs/output-format.md); the last line names the failed units.
 Not root: each unit runs in an unprivileged user+network namespace (unshare -rn) instead; a
 unit that needs root (root=yes, a wire, netns 2) is skipped when a set chose it, refused when named.
 Exit status: 0 all units ran and reported, 1 a unit failed, 2 bad usage, 4 skipped (neither
@@ -279,17 +280,20 @@ is_elf() {
 # Start one unit in its namespace(s), in a process group of its own (setsid: ip netns exec,
 # unshare and env exec, so the unit's pid is the group's id); its pid goes to UNIT_PID[unit].
 declare -A UNIT_PID=() UNIT_T0=() UNIT_NS=() UNIT_TIMED_OUT=() WHY=()
+declare -A UNIT_STARTED=() UNIT_RC=() UNIT_RAN=() LOG_PID=()	# for a failed unit's outputs
 start_unit() {
 	local unit=$1 ns="$NS_PREFIX-$$-$RANDOM$RANDOM-$1" ns2="" srv="" mtu=""
 	mkdir -p "$TMPDIR_RUN/raw"
 	UNIT_T0[$unit]=$SECONDS
+	UNIT_STARTED[$unit]=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 	UNIT_NS[$unit]=""
 	UNIT_TIMED_OUT[$unit]=""
 	if [ "$NS_MODE" = userns ]; then
 		# not root: a user+network namespace of its own, gone with its last process
+		unit_log_start "$unit"
 		unshare -rn sh -c '"$0" link set lo up && exec "$@"' "$IP" \
 			setsid env TL_BIN="$TL_BIN" ${TL_QUICK:+TL_QUICK=1} \
-			sh "$EXP/$unit.sh" "$TMPDIR_RUN/raw/$unit" &
+			sh "$EXP/$unit.sh" "$TMPDIR_RUN/raw/$unit" 2> "$TMPDIR_RUN/log/$unit.fifo" &
 		UNIT_PID[$unit]=$!
 		log "$unit: started in an unprivileged user+network namespace (unshare -rn)"
 		return 0
@@ -318,11 +322,41 @@ start_unit() {
 		fi
 		rm -f "$TMPDIR_RUN/wire-$unit.err"
 	fi
+	unit_log_start "$unit"
 	ip netns exec "$ns" setsid env TL_BIN="$TL_BIN" ${TL_QUICK:+TL_QUICK=1} ${ns2:+TL_NS2=$ns2} \
 		${srv:+TL_WIRE=1 TL_NS_SERVER=$srv TL_MTU=$mtu} \
-		sh "$EXP/$unit.sh" "$TMPDIR_RUN/raw/$unit" &
+		sh "$EXP/$unit.sh" "$TMPDIR_RUN/raw/$unit" 2> "$TMPDIR_RUN/log/$unit.fifo" &
 	UNIT_PID[$unit]=$!
 	log "$unit: started in namespace $ns${ns2:+ (and $ns2)}${srv:+, wired to $srv (veth, MTU $mtu)}"
+}
+
+# unit_log_start UNIT: the unit's stderr goes through the fifo log/UNIT.fifo to awk, which copies
+# it to run.sh's stderr (the progress lines) and to log/UNIT.txt, the log a failed unit's outputs
+# quote (tcplab_failed.py).  awk is run.sh's own child, outside the unit's process group, so it
+# still reads the unit's last words after the unit is stopped.
+unit_log_start() {
+	local log=$TMPDIR_RUN/log/$1
+	mkdir -p "$TMPDIR_RUN/log"
+	rm -f "$log.fifo"
+	mkfifo "$log.fifo"
+	awk -v f="$log.txt" '{ print > f; fflush(f); print > "/dev/stderr"; fflush("/dev/stderr") }' \
+		< "$log.fifo" &
+	LOG_PID[$1]=$!
+}
+
+# unit_log_end UNIT: awk ends at the fifo's end of file, once every writer is gone (the unit is
+# reaped and its leftovers killed by now); polled for 2.5 s, then killed.
+unit_log_end() {
+	local pid=${LOG_PID[$1]:-}
+	[ -n "$pid" ] || return 0
+	for _ in $(seq 50); do
+		kill -0 "$pid" 2> /dev/null || break
+		sleep 0.05
+	done
+	kill "$pid" 2> /dev/null || true
+	wait "$pid" 2> /dev/null || true
+	unset "LOG_PID[$1]"
+	rm -f "$TMPDIR_RUN/log/$1.fifo"
 }
 
 # signal_unit UNIT SIG: SIG to the whole of a unit: its process group and every process in its
@@ -417,6 +451,8 @@ finish_unit() {
 	signal_unit "$unit" KILL	# what it left running
 	unset "UNIT_PID[$unit]"
 	for ns in ${UNIT_NS[$unit]}; do tl_netns_delete "$ns"; done
+	unit_log_end "$unit"
+	UNIT_RC[$unit]=$status UNIT_RAN[$unit]=$((SECONDS - UNIT_T0[$unit]))
 	# stderr files that stayed empty, and the fifos of a unit that was stopped
 	find "$TMPDIR_RUN/raw/$unit" \( -name "*.err" -empty -o -type p \) -delete 2> /dev/null || true
 	if [ -n "${UNIT_TIMED_OUT[$unit]}" ]; then
@@ -455,6 +491,7 @@ run_host() {
 	done
 }
 
+declare -A REPORT_UNIT=()	# a report that refused its raw data → the unit whose raw it read
 run_reports() {
 	local u r seen=" "
 	for u in "${DONE_UNITS[@]}" "${SKIPPED_RAW[@]}"; do
@@ -462,23 +499,69 @@ run_reports() {
 		[ "$r" != - ] || continue
 		case $seen in *" $r "*) continue ;; esac
 		seen="$seen$r "
+		# a unit of the report's name failed: its failed outputs take the name (failed_outputs)
+		case " ${FAILED[*]} " in *" $r "*) continue ;; esac
 		# SIGINT ignored from the start: a Ctrl-C to the process group must not become a
 		# KeyboardInterrupt traceback while Python is still importing; this script's own
 		# trap stops the report (it writes through a temporary file and a rename).
-		if (trap '' INT && exec "$PY" "$EXP/$r.py" "$OUT/raw" "$OUT"); then
+		if (trap '' INT && exec "$PY" "$EXP/$r.py" "$OUT/raw" "$OUT") 2> "$TMPDIR_RUN/report-$r.err"; then
+			cat "$TMPDIR_RUN/report-$r.err" >&2
 			log "wrote ${OUT#"$TOP"/}/$r.txt and .json"
 		else
+			cat "$TMPDIR_RUN/report-$r.err" >&2
 			log "report $r FAILED"
 			FAILED+=("report:$r")
-			WHY[report:$r]="failed"
+			WHY[report:$r]="failed: the report refused the raw data: $(tail -n 1 "$TMPDIR_RUN/report-$r.err" | cut -c1-300)"
+			REPORT_UNIT[$r]=$u
 		fi
+	done
+}
+
+# failed_outputs: every failed unit gets NAME.txt/.json saying "failed: WHY" and what it collected
+# (experiments/tcplab_failed.py; docs/output-format.md): a unit under its own name, a report that
+# refused its raw data under the report's.  They replace the old outputs of that name, a good
+# result too: REPLACED lists those, for the run's last line.  A unit that succeeded and feeds a
+# report of another name loses the failed outputs an earlier run left under its own name.
+failed_outputs() {
+	local f u name stage kernel said
+	REPLACED=()
+	if [ -n "$KERNEL" ]; then	# the guest's release, when it said one
+		kernel=$(sed -n 's/^kernel=//p' "$TMPDIR_RUN/raw/vm.txt" 2> /dev/null | head -n 1 || true)
+	else
+		kernel=$(uname -r)
+	fi
+	for f in "${FAILED[@]}"; do
+		case $f in
+		report:*) name=${f#report:} u=${REPORT_UNIT[$name]} stage=report ;;
+		*) name=$f u=$f stage=collect ;;
+		esac
+		local args=(--why "${WHY[$f]}" --unit "$u" --stage "$stage" --kernel "${kernel:-unknown}")
+		[ "${U_REPORT[$u]}" = - ] || args+=(--report "${U_REPORT[$u]}")
+		[ -z "${UNIT_RC[$u]:-}" ] || args+=(--exit "${UNIT_RC[$u]}")
+		[ -z "${UNIT_STARTED[$u]:-}" ] || args+=(--started "${UNIT_STARTED[$u]}")
+		[ -z "${UNIT_RAN[$u]:-}" ] || args+=(--ran-s "${UNIT_RAN[$u]}")
+		[ ! -f "$TMPDIR_RUN/log/$u.txt" ] || args+=(--log "$TMPDIR_RUN/log/$u.txt")
+		[ ! -f "$TMPDIR_RUN/raw/vm-console.log" ] || args+=(--console "$TMPDIR_RUN/raw/vm-console.log")
+		if said=$("$PY" "$TOP/experiments/tcplab_failed.py" "$OUT" "$name" "$OUT/raw/$u" "${args[@]}"); then
+			log "$f: wrote ${OUT#"$TOP"/}/$name.txt and .json (failed)"
+			[ -z "$said" ] || REPLACED+=("$name.txt/.json ($said)")
+		else
+			log "$f: could not write its failed outputs (above)"
+		fi
+	done
+	for u in "${DONE_UNITS[@]}"; do
+		if [ "${U_REPORT[$u]}" = "$u" ] || ! grep -qs '^  "status": "failed",$' "$OUT/$u.json"; then
+			continue
+		fi
+		rm -f -- "$OUT/$u.txt" "$OUT/$u.json"
+		log "$u: removed the failed outputs an earlier run left (${OUT#"$TOP"/}/$u.txt, .json)"
 	done
 }
 
 # Run units inside a Debian kernel under QEMU (experiments/lib/vm.sh); raw files come back to the host and
 # are reported here, into outputs/<the guest's release>/.
 run_vm() {
-	local raw="$TMPDIR_RUN/raw" status=0 release u rc
+	local raw="$TMPDIR_RUN/raw" status=0 release u rc why
 	mkdir -p "$raw"
 	TCPLAB_EXPERIMENTS=$EXP rs_run_vm --accel "$ACCEL" ${MTU_OPT:+--mtu "$MTU_OPT"} "$KERNEL" "$raw" "$@" || status=$?
 	[ "$status" -ne "$EXIT_SKIP" ] || { [ -z "$KTAP" ] || ktap_die "$EXIT_SKIP" "experiments/lib/vm.sh cannot boot a guest here (its reason is on stderr)"; exit "$EXIT_SKIP"; }
@@ -488,6 +571,7 @@ run_vm() {
 	for u in "$@"; do
 		[ ! -d "$raw/$u" ] || cp "$raw/vm.txt" "$raw/$u/vm.txt"	# how this unit's guest ran
 		rc=$(sed -n "s/^unit\.$u=//p" "$raw/vm.txt" | head -n 1)
+		UNIT_RC[$u]=${rc:-missing}
 		# a unit that ran to its end (unit.U=0) counts even when a later one hung the guest
 		if [ -d "$raw/$u" ] && [ "$rc" = 0 ]; then
 			rs_install_dir "$raw/$u" "$OUT/raw/$u" || die $EXIT_FAIL "$u: cannot put its raw directory in place"
@@ -498,8 +582,11 @@ run_vm() {
 			case $rc in
 			timeout) unit_failed "$u" "timed out in the guest (limit_s ${U_LIMIT[$u]} s)" ;;
 			'' | missing) unit_failed "$u" "failed: the guest sent nothing back" ;;
-			*) unit_failed "$u" "failed: exit ${rc} in the guest" ;;
+			*)	# the collect script's own reason (tl_die), as on the host
+				why=$(sed -n '1s/^failed: //p' "$raw/$u/status.txt" 2> /dev/null || true)
+				unit_failed "$u" "failed: ${why:+$why (}exit ${rc} in the guest${why:+)}" ;;
 			esac
+			[ -e "$OUT/raw/$u/vm.txt" ] || cp "$raw/vm.txt" "$OUT/raw/$u/vm.txt"
 		fi
 	done
 }
@@ -578,7 +665,7 @@ main() {
 	fi
 	local named=""
 	[ ${#units[@]} -eq 0 ] || named=1
-	FAILED=() DONE_UNITS=() SKIPPED=() SKIPPED_RAW=()
+	FAILED=() DONE_UNITS=() SKIPPED=() SKIPPED_RAW=() REPLACED=()
 	if [ ${#units[@]} -eq 0 ]; then
 		select_units "$all" "$quick"
 		units=("${SELECTED[@]}")
@@ -619,11 +706,14 @@ main() {
 	log "running ${units[*]}${KERNEL:+ in Debian kernel $KERNEL ($ACCEL)}"
 	if [ -n "$KERNEL" ]; then run_vm "${units[@]}"; else run_host "${units[@]}"; fi
 	run_reports
+	failed_outputs
 	local failed="" skipped="" f
 	for f in "${FAILED[@]}"; do failed="$failed${failed:+; }$f: ${WHY[$f]}"; done
 	for f in "${SKIPPED[@]}"; do skipped="$skipped${skipped:+; }$f: ${WHY[$f]#skipped: }"; done
 	log "finished in $((SECONDS - t0)) s: ${#DONE_UNITS[@]} unit(s) ran, ${#FAILED[@]} failed${failed:+ ($failed)}${skipped:+, ${#SKIPPED[@]} skipped ($skipped)}; outputs in ${OUT#"$TOP"/}/"
 	[ -z "$KTAP" ] || ktap_results
+	# the failures' line goes to stderr only: under --ktap each already has its `not ok`
+	[ ${#FAILED[@]} -eq 0 ] || echo "$PROG: ${#FAILED[@]} unit(s) failed: ${FAILED[*]} (each has its .txt/.json saying 'failed: <reason>', and its partial raw/<unit>/)${REPLACED[0]:+; THESE REPLACED GOOD OUTPUTS: ${REPLACED[*]}}" >&2
 	[ ${#FAILED[@]} -eq 0 ] && [ "$KTAP_FAILS" -le 0 ] || exit $EXIT_FAIL
 	[ "$KTAP_FAILS" -ne -1 ] || exit $EXIT_SKIP
 }

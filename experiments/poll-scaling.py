@@ -31,6 +31,8 @@ def plan(raw):
         raise t.RawError(f"{path}: ks= is not a short list of integers")
     if not set(backends) <= set(BACKENDS) or len(set(backends)) != len(backends):
         raise t.RawError(f"{path}: backends= names other than {','.join(BACKENDS)}")
+    if p.get("ks_not_run") and not (p.get("load_fds") and p.get("nofile_hard")):
+        raise t.RawError(f"{path}: ks_not_run= without load_fds= and nofile_hard=")
     return {
         "ks": ks,
         "backends": backends,
@@ -41,7 +43,79 @@ def plan(raw):
         "pin": p.get("pin", "none"),
         "pin_cpus": None if p.get("pin", "none") == "none" else pin_cpus(p["pin"], path),
         "tcp_ehash_entries": p.get("tcp_ehash_entries") or None,
+        # absent in raw data collected before the K list followed the file limit
+        "guest": p.get("guest") == "1",
+        "nofile_soft": nofile(p, "nofile_soft", path),
+        "nofile_hard": nofile(p, "nofile_hard", path),
+        "load_fds": p.int("load_fds", 0, 1000, None),
+        "ks_not_run": [t.num(k, f"{path}: ks_not_run", 0, 1_000_000)
+                       for k in p.get("ks_not_run", "").split(",") if k],
     }
+
+
+def nofile(p, key, path):
+    """An RLIMIT_NOFILE of plan.txt: a number, "unlimited", or None when not recorded."""
+    v = p.get(key)
+    if v is None or v == "unlimited":
+        return v
+    return t.num(v, f"{path}: {key}", 0, t.MAX_INT)
+
+
+def meminfo(raw, p):
+    """/proc/meminfo (kB) once each step's idle connections were open, round 1: {(b, k): {...}};
+    empty for raw data collected before the unit sampled it."""
+    out = {}
+    for b in p["backends"]:
+        for k in p["ks"]:
+            path = os.path.join(raw, f"{b}-k{k}-r1-meminfo.txt")
+            if not t.exists(path):
+                continue
+            d = {}
+            for line in t.read_lines(path):
+                name, _, rest = line.partition(":")
+                words = rest.split()
+                if len(words) != 2 or words[1] != "kB":
+                    raise t.RawError(f"{path}: {line[:40]!r} is not 'Name: N kB'")
+                d[name] = t.num(words[0], f"{path}: {name}", 0)
+            for need in ("MemTotal", "MemAvailable", "Slab"):
+                if need not in d:
+                    raise t.RawError(f"{path}: no {need}:")
+            out[(b, k)] = d
+    return out
+
+
+def memory_line(mem):
+    """One line: MemAvailable and Slab at the smallest and the largest K sampled (the backend
+    with the least MemAvailable there)."""
+    if not mem:
+        return []
+    ks = sorted({k for _, k in mem})
+    lo = min((d for (_, k), d in mem.items() if k == ks[0]), key=lambda d: d["MemAvailable"])
+    hib, hi = min(((b, d) for (b, k), d in mem.items() if k == ks[-1]),
+                  key=lambda x: x[1]["MemAvailable"])
+    return [f"memory once the idle connections were open (/proc/meminfo, round 1): MemTotal "
+            f"{hi['MemTotal']} kB; MemAvailable {lo['MemAvailable']} kB at K={ks[0]}, "
+            f"{hi['MemAvailable']} kB at K={ks[-1]} ({hib}); Slab {lo['Slab']} kB -> {hi['Slab']} kB"]
+
+
+def limit_lines(p, run_s, raw):
+    """Why K is what it is: the file limit the unit ran with, the K it left out, and, in a QEMU
+    guest, why one round (the numbers are the run's own: plan.txt, elapsed.txt)."""
+    out = []
+    if t.under_vm(raw):
+        out.append("where: " + t.where(raw))
+    if p["nofile_hard"] is not None and p["load_fds"] is not None:
+        out.append(f"RLIMIT_NOFILE of the unit: soft {p['nofile_soft']}, hard {p['nofile_hard']};"
+                   f" echo_load needs K + {p['load_fds']} fds, so a K above the hard limit minus "
+                   f"{p['load_fds']} is not run")
+    for k in p["ks_not_run"]:
+        out.append(f"K={k} not run: echo_load needs {k + p['load_fds']} fds, more than the hard "
+                   f"RLIMIT_NOFILE {p['nofile_hard']}")
+    if p["guest"] and run_s is not None:
+        out.append(f"{p['rounds']} round(s) per step in a QEMU guest (TL_GUEST): this run took "
+                   f"{run_s:.0f} s, {run_s / p['rounds']:.0f} s a round under emulation; the "
+                   "host's 5 rounds would pass the unit's limit_s (experiments/units)")
+    return out
 
 
 def server_window(path):
@@ -391,6 +465,9 @@ def build(rawroot, outdir):
         lines.append(f"rlimit_nofile: server soft limit {rl['rlimit_nofile']} (was {rl['was']}, "
                      f"hard {rl['hard']})")
     run_s = elapsed(raw)
+    lines += limit_lines(p, run_s, raw)
+    mem = meminfo(raw, p)
+    lines += memory_line(mem)
     svg_tmp, plot_line = plot(outdir, backends, ref["fd_setsize"] if ref else None, p["active"],
                           p["size"])
     try:
@@ -413,6 +490,7 @@ def build(rawroot, outdir):
                 "poll_5000_over_0": cpu_ratio(backends.get("poll", []), 5000)},
             "selftest": st,
             "client_headroom": round(st["req_s"] / e0["req_s"], 3) if st and e0 else None,
+            "meminfo_kb": [{"backend": b, "k": k, **d} for (b, k), d in sorted(mem.items())],
             "rlimit_nofile": rl, "plot": NAME + ".svg" if svg_tmp else None,
             "writeup": {"req_s": {b: {str(k): v for k, v in d.items()} for b, d in WRITEUP.items()},
                         "select_failed_with_conns": WRITEUP_SELECT_FAILED_CONNS},

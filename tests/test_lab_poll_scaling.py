@@ -260,6 +260,44 @@ def test_quick_unit_report(quick_run):
 
 
 @pytest.mark.netns
+def test_quick_unit_records_its_file_limit_and_memory(quick_run):
+    raw, out, _ = quick_run
+    obj = json.loads((out / "poll-scaling.json").read_text())
+    hard = int(subprocess.run(["sh", "-c", "ulimit -Hn"], capture_output=True, text=True).stdout)
+    assert obj["plan"]["nofile_hard"] == hard and obj["plan"]["load_fds"] == 40
+    assert obj["plan"]["ks_not_run"] == [] and obj["plan"]["guest"] is False
+    mem = {(m["backend"], m["k"]): m for m in obj["meminfo_kb"]}
+    assert set(mem) == {(b, k) for b in ("select", "poll", "epoll") for k in (0, 256, 900, 2000)}
+    assert all(0 < m["MemAvailable"] <= m["MemTotal"] for m in mem.values())
+    assert "memory once the idle connections were open" in (out / "poll-scaling.txt").read_text()
+
+
+@pytest.mark.netns
+def test_a_k_the_file_limit_cannot_hold_is_not_run_and_said(bindir, tmp_path):
+    """A hard RLIMIT_NOFILE of 1000 (the guest's init once left 4096 for K=5000): K=2000 needs
+    2040 descriptors, so the quick run leaves it out and the report says why, not a failed unit."""
+    import bench_poll_scaling
+    raw, out = tmp_path / "raw", tmp_path / "out"
+    with bench_poll_scaling.netns() as ns:
+        env = dict(os.environ, TL_QUICK="1", TL_BIN=os.path.abspath(bindir), TL_POLL_PIN="0")
+        r = subprocess.run(["ip", "netns", "exec", ns, "sh", "-c", 'ulimit -n 1000 && exec sh "$@"',
+                            "sh", os.path.join(TOP, "experiments", "poll-scaling.sh"),
+                            str(raw / "poll-scaling")], env=env, capture_output=True,
+                           text=True, timeout=120)
+        assert ns_pids(ns) == []
+    assert r.returncode == 0, r.stderr
+    assert "K=2000 not run: echo_load needs 2040 fds, the hard RLIMIT_NOFILE is 1000" in r.stderr
+    rep = subprocess.run(["/usr/bin/python3", os.path.join(TOP, "experiments", "poll-scaling.py"),
+                          str(raw), str(out)], capture_output=True, text=True)
+    assert rep.returncode == 0, rep.stderr
+    obj = json.loads((out / "poll-scaling.json").read_text())
+    assert obj["plan"]["ks"] == [0, 256, 900] and obj["plan"]["ks_not_run"] == [2000]
+    assert obj["plan"]["nofile_hard"] == 1000
+    assert ("K=2000 not run: echo_load needs 2040 fds, more than the hard RLIMIT_NOFILE 1000"
+            in (out / "poll-scaling.txt").read_text())
+
+
+@pytest.mark.netns
 def test_report_without_gnuplot_says_so(quick_run, tmp_path):
     raw, _, _ = quick_run
     env = dict(os.environ, PATH="/nonexistent")
