@@ -161,7 +161,7 @@ RUN_CASES += [(args, "--list") for args in (
 # option combinations
 RUN_CASES += [(["--all", "p01-machine"], "--all"), (["--all", "--quick", "p01-strace"], "--all"),
               (["p01-machine", "--all"], "--all")]
-RUN_CASES += [(["--kernel", "6.1", u], "--kernel") for u in ("connect-modes", "poll-scaling", "accept-path")]
+RUN_CASES += [(["--kernel", "6.1", u], "--kernel") for u in ("connect-modes", "accept-path")]
 RUN_CASES += [(["--kernel", "6.1", "p01-machine", "accept-path"], "accept-path")]
 RUN_CASES += [([o], "unknown option") for o in (
     "-x", "--Quick", "--list=1", "--out=/tmp/x", "--kernel=6.1", "-q", "--help-me", "---", "--quick=1",
