@@ -40,6 +40,9 @@ def build(rawroot, outdir):
     info, sysctls = t.read_machine(path, need=("kernel", "machine", "nproc", "hz"))
     hz = None if info["hz"] == "unknown" else info.int("hz", 1, 100_000)
     nproc = info.int("nproc", 1, 1 << 20)
+    # memtotal_kb: machine prints it since tcplab recorded the host's memory; older raw lacks it
+    mem = info.get("memtotal_kb")
+    memtotal = None if mem in (None, "unknown") else info.int("memtotal_kb", 1, 1 << 50)
     if not sysctls:
         raise t.RawError(f"{path}: no sysctl lines")
     collected = t.collected_at(rawdir)
@@ -48,7 +51,11 @@ def build(rawroot, outdir):
              f"kernel   {info['kernel']}", f"version  {info.get('version')}",
              f"arch     {info['machine']}",
              f"HZ       {info['hz']} (from {info.get('source', 'nowhere')})",
-             f"CPUs     {nproc}", "", "sysctls:"]
+             f"CPUs     {nproc}"]
+    if mem is not None:
+        lines.append("memory   " + ("unknown (no MemTotal in /proc/meminfo)" if memtotal is None
+                                    else f"{memtotal // 1024} MiB (MemTotal {memtotal} kB)"))
+    lines += ["", "sysctls:"]
     width = max(len(k) for k in sysctls)
     for k, v in sysctls.items():
         lines.append(f"  {k:<{width}}  {'absent' if v is None else v}")
@@ -60,6 +67,8 @@ def build(rawroot, outdir):
            "elapsed_s": None, "version": info.get("version"), "arch": info["machine"],
            "hz": hz, "nproc": nproc, "sysctls": t.sysctls_json(sysctls), "links": links,
            "vm": vm}
+    if mem is not None:     # (not in outputs made before machine printed memtotal_kb=)
+        obj["memtotal_kb"] = memtotal
     if vm:
         lines += ["", "booted under QEMU: " + " ".join(f"{k}={v}" for k, v in vm.items())]
     t.write_outputs(outdir, NAME, lines, obj)

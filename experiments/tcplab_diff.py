@@ -180,14 +180,18 @@ MEMORY_SYSCTLS = {
 
 
 def machine_facts(obj):
-    """What a side's p01-machine recorded about the machine: memory in MiB (the memory QEMU
-    gave a guest, vm.memory_mb; machine itself does not read the host's) and the CPUs (nproc),
-    each None when unknown."""
+    """What a side's p01-machine recorded about the machine: memory in MiB and the CPUs (nproc),
+    each None when unknown.  The memory is the kernel's MemTotal (memtotal_kb, what it sizes its
+    tables from) when machine recorded it, else the memory QEMU gave a guest (vm.memory_mb):
+    outputs made before machine read /proc/meminfo have only that."""
     if not isinstance(obj, dict):
         return {"mem_mib": None, "mem_what": None, "cpus": None}
     mem, what = None, None
     vm = obj.get("vm")
-    if isinstance(vm, dict) and re.fullmatch(r"[0-9]{1,9}", str(vm.get("memory_mb", ""))):
+    kb = obj.get("memtotal_kb")
+    if is_number(kb) and kb > 0:
+        mem, what = kb / 1024, "MemTotal"
+    elif isinstance(vm, dict) and re.fullmatch(r"[0-9]{1,9}", str(vm.get("memory_mb", ""))):
         mem, what = int(vm["memory_mb"]), "the guest's memory"
     cpus = obj.get("nproc") if is_number(obj.get("nproc")) else None
     return {"mem_mib": mem, "mem_what": what, "cpus": cpus}

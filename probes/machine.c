@@ -203,6 +203,24 @@ static void print_nproc(FILE *out)
 		fprintf(out, "nproc=unknown\n");
 }
 
+/* memtotal_kb=: MemTotal of /proc/meminfo (DIR/proc/meminfo under -r), the RAM the kernel
+ * manages (less than the machine's or QEMU's -m: firmware and the kernel's own image are not in
+ * it); "unknown" when the file is absent or has no such line.  tcplab's diff uses it to tell
+ * sysctls the kernel sizes from memory at boot from kernel changes. */
+static void print_memtotal(FILE *out)
+{
+	char full[PATH_MAX], *text = NULL;
+	size_t len;
+	unsigned long long kb;
+
+	if (read_in("/proc/meminfo", full, VALUE_MAX, &text, &len) == 0 &&
+	    pr_meminfo_total(text, len, &kb) == 0)
+		fprintf(out, "memtotal_kb=%llu\n", kb);
+	else
+		fprintf(out, "memtotal_kb=unknown\n");
+	free(text);
+}
+
 /* kernel=, version=, machine=: uname(2) live, DIR/proc/sys/kernel/... under -r; "unknown" for
  * a file that is absent or empty.  kernel= and machine= must be one word, version= one line
  * (readers split kernel= lines at blanks: tcplab.read_machine).  release gets the kernel
@@ -399,6 +417,7 @@ int main(int argc, char **argv)
 		goto cleanup;
 	print_hz(out, release);
 	print_nproc(out);
+	print_memtotal(out);
 	if (print_sysctls(out) < 0 || print_links(out) < 0)
 		goto cleanup;
 	if (fclose(out) != 0) {

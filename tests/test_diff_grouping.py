@@ -142,6 +142,26 @@ def test_environment_only_difference_is_labelled_environment(tmp_path):
     ]
 
 
+def test_memtotal_wins_over_the_guests_memory_and_covers_the_host(tmp_path):
+    """machine's memtotal_kb (MemTotal) is what the kernel sized its tables from; it is used
+    where recorded (a guest given 512 MB has 480284 kB of it), and it is the only memory a host
+    run records."""
+    guest = guest_machine(512, 1, 128, 2048)
+    guest["memtotal_kb"] = 480284
+    host = machine()
+    host["nproc"] = 2
+    host["memtotal_kb"] = 24683548
+    host["sysctls"].update({"net.ipv4.tcp_max_syn_backlog": 2048,
+                            "net.ipv4.tcp_max_tw_buckets": 131072})
+    lines, status = diff(tmp_path, {"p01-machine": guest}, {"p01-machine": host})
+    assert status == 1
+    assert lines[:2] == [
+        "p01-machine",
+        "  environment: memory 469 MiB (MemTotal) in A, 23.5 GiB (MemTotal) in B; CPUs 1 in A, "
+        "2 in B"]
+    assert lines[2].startswith("    sized from memory at boot (2 sysctls): ")
+
+
 def test_same_memory_makes_it_a_kernel_difference(tmp_path):
     """With the same memory recorded on both sides, another tcp_max_tw_buckets is the kernel's:
     a plain sysctl line, not environment."""

@@ -121,7 +121,8 @@ def test_saved_6_1_tree(bindir):
     assert info == {"kernel": "6.1.0-57-cloud-amd64",
                     "version": "#1 SMP PREEMPT_DYNAMIC Debian 6.1.192-3 (2026-11-26)",
                     "machine": "x86_64", "hz": "250",
-                    "source": "/boot/config-6.1.0-57-cloud-amd64", "nproc": "1"}
+                    "source": "/boot/config-6.1.0-57-cloud-amd64", "nproc": "1",
+                    "memtotal_kb": "unknown"}   # the saved tree has no proc/meminfo
     for name in SYSCTLS:
         assert sysctls[name] == file_value(ROOT61, name), name
     assert sysctls["net.ipv4.tcp_syn_linear_timeouts"] == "absent"
@@ -133,7 +134,8 @@ def test_saved_6_1_tree(bindir):
 def test_empty_tree_everything_unknown_or_absent(bindir, tmp_path):
     info, sysctls, _ = machine(bindir, "-r", str(tmp_path))
     assert info == {"kernel": "unknown", "version": "unknown", "machine": "unknown",
-                    "hz": "unknown", "source": "none", "nproc": "unknown"}
+                    "hz": "unknown", "source": "none", "nproc": "unknown",
+                    "memtotal_kb": "unknown"}
     assert set(sysctls.values()) == {"absent"}
 
 
@@ -227,6 +229,36 @@ def test_config_without_hz(bindir, tree):
 def test_nproc_from_cpu_list(bindir, tree, text, want):
     (tree / "sys" / "devices" / "system" / "cpu" / "online").write_text(text)
     assert machine(bindir, "-r", str(tree))[0]["nproc"] == want
+
+
+MEMINFO = "MemTotal:       24683548 kB\nMemFree:        23738064 kB\nMemAvailable:   24253344 kB\n"
+
+
+def test_host_memtotal_is_what_free_shows(bindir):
+    """memtotal_kb= against procps' free(1), which reads the same MemTotal line its own way."""
+    if shutil.which("free") is None:
+        pytest.skip("free (procps) not installed")
+    info = machine(bindir)[0]
+    total = subprocess.run(["free", "-k"], capture_output=True, text=True,
+                           check=True).stdout.splitlines()[1].split()[1]
+    assert info["memtotal_kb"] == total
+
+
+@pytest.mark.parametrize("text,want", [
+    (MEMINFO, "24683548"),
+    ("MemFree: 1 kB\nMemTotal:\t480284 kB\n", "480284"),     # not first, a tab
+    ("MemTotal: 1 kB", "1"),                                    # no final newline
+    ("", "unknown"), ("MemFree: 5 kB\n", "unknown"),            # no MemTotal line
+    ("MemTotal: 0 kB\n", "unknown"), ("MemTotal: 12 MB\n", "unknown"),
+    ("MemTotal: kB\n", "unknown"), ("MemTotal: 12 kB extra\n", "unknown"),
+    ("MemTotal: 99999999999999999999 kB\n", "unknown"),          # past 2^50 kB
+    (" MemTotal: 12 kB\n", "unknown"),                          # not at the line's start
+])
+def test_memtotal_from_meminfo(bindir, tree, text, want):
+    (tree / "proc" / "meminfo").write_text(text)
+    info, _, r = machine(bindir, "-r", str(tree))
+    assert info["memtotal_kb"] == want
+    assert r.stdout.splitlines()[5] == f"memtotal_kb={want}"   # right after nproc=
 
 
 # ---- options ----

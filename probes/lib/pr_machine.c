@@ -165,3 +165,38 @@ int pr_one_line(char *s, size_t len, int word)
 	s[w] = '\0';
 	return 0;
 }
+
+int pr_meminfo_total(const char *text, size_t len, unsigned long long *kb)
+{
+	static const char key[] = "MemTotal:";
+	const char *p = text, *end = text + len, *nl;
+	unsigned long long n = 0;
+	int digits = 0;
+
+	for (; p < end; p = nl + 1) {
+		nl = memchr(p, '\n', (size_t)(end - p));
+		if (nl == NULL)
+			nl = end;
+		if ((size_t)(nl - p) < sizeof(key) - 1 || memcmp(p, key, sizeof(key) - 1) != 0)
+			continue;
+		p += sizeof(key) - 1;
+		while (p < nl && (*p == ' ' || *p == '\t'))
+			p++;
+		for (; p < nl && *p >= '0' && *p <= '9'; p++, digits++) {
+			if (n > (1ULL << 50) / 10)
+				goto bad;
+			n = n * 10 + (unsigned long long)(*p - '0');
+		}
+		while (p < nl && (*p == ' ' || *p == '\t'))
+			p++;
+		if (digits == 0 || n == 0 || n > (1ULL << 50) || nl - p != 2 || memcmp(p, "kB", 2) != 0)
+			goto bad;
+		*kb = n;
+		return 0;
+	}
+	errno = ENOENT;
+	return -1;
+bad:
+	errno = EINVAL;
+	return -1;
+}

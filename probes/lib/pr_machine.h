@@ -1,5 +1,6 @@
 /* pr_machine.h — the parsers of the machine probe (probes/machine.c), on bytes of files it
- * read: a kernel config (CONFIG_HZ=), gzip'ed or not, a CPU list, a one-line value.
+ * read: a kernel config (CONFIG_HZ=), gzip'ed or not, a CPU list, a one-line value, the
+ * MemTotal of /proc/meminfo.
  *
  * Input is untrusted: any bytes, any length (tests/fuzz/fuzz_machine.c feeds them all).
  *
@@ -32,5 +33,11 @@ long pr_count_cpus(const char *list);
  * break, a NUL or another control byte, or (word) a blank: such a value would let a file add
  * lines or key=value fields to the output.  An empty result is 0 (the caller decides). */
 int pr_one_line(char *s, size_t len, int word);
+
+/* The "MemTotal:" line of /proc/meminfo text[0..len): its value in kB (the unit the kernel's
+ * meminfo_proc_show() prints, fs/proc/meminfo.c), 1 .. 2^50.  0, or -1 with errno ENOENT (no
+ * such line at a line's start) or EINVAL (the line is not "MemTotal:", blanks, digits, blanks,
+ * "kB"). */
+int pr_meminfo_total(const char *text, size_t len, unsigned long long *kb);
 
 #endif
