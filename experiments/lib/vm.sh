@@ -662,5 +662,6 @@ main() {
 
 # exit on the same line: bash reads a script as it runs, so a file rewritten in place (as an
 # editor writes it back) while a run is under way would otherwise be read on from the old offset
-# after main returns (seen: "syntax error near unexpected token" and exit 2 at the end of a good run).
+# after main returns (seen: "syntax error near unexpected token" and exit 2 at the end of a
+# good run).
 main "$@"; exit
