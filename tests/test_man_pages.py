@@ -227,3 +227,15 @@ def test_tcplab_units_equal_unit_table():
     with open(page_of("tcplab")) as f:
         units = sections(f.read(), ".SH").get("UNITS", [])
     assert [t.split()[0] for t in tp_tags(units)] == want
+
+
+@pytest.mark.parametrize("page", [os.path.basename(p) for p in PAGES])
+def test_name_line_is_what_whatis_reads(page):
+    """man-db's lexgrog parses the NAME section as mandb would for whatis(1) and apropos(1):
+    `NAME \\- description`, NAME the page's own name."""
+    if shutil.which("lexgrog") is None:
+        pytest.skip("lexgrog is missing (Debian package man-db: make deps)")
+    r = subprocess.run(["lexgrog", os.path.join(MAN, page)], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, r.stdout + r.stderr
+    name = page.rsplit(".", 1)[0]
+    assert f': "{name} - ' in r.stdout, r.stdout
