@@ -239,3 +239,27 @@ def test_name_line_is_what_whatis_reads(page):
     assert r.returncode == 0, r.stdout + r.stderr
     name = page.rsplit(".", 1)[0]
     assert f': "{name} - ' in r.stdout, r.stdout
+
+
+def test_option_parsing():
+    """The parsers on the spellings roff and usage() texts use."""
+    assert opt_names(roff_plain(r".BR \-q \", \" \-\-quick")) == {"-q", "--quick"}
+    assert opt_names(roff_plain(r"\fB\-x\fR \fIN\fR")) == {"-x"}
+    assert opt_names(roff_plain(r"\f[B]\-\-allow\-foreign\-out\f[]")) == {"--allow-foreign-out"}
+    assert opt_names(roff_plain(r".BI \-\-kernel \" VER\" \fR|\fBall")) == {"--kernel"}
+    assert opt_names(roff_plain(r".B so\-error")) == set()
+    assert opt_names("[-1ae46] [-i INTERVAL_US]") == {"-1", "-a", "-e", "-4", "-6", "-i"}
+    text = ("usage: prog [-1ae] [--long N] -p PORT\n"
+            "            [-w FILE.pcap]\n"
+            "       prog sub DIR\n"
+            "Prose at column 0 with -z in it.\n"
+            "  (no -d)  not an option line\n"
+            "  -q, --quick window 300 ms, unless -u says otherwise\n"
+            "  -4, -6  IPv4 or IPv6\n"
+            "  -R 0|1    SO_REUSEADDR before bind()\n"
+            "              -y deep in a description\n")
+    opts, subs = usage_options(text)
+    assert opts == {"-1", "-a", "-e", "--long", "-p", "-w", "-q", "--quick", "-4", "-6", "-R"}
+    assert subs == {"sub"}
+    tp = ".SH OPTIONS\n.TP\n.B \\-a\nx\n.TP\n.BI \\-b \" N\"\ny\n.SH EXIT STATUS\n.TP\n.B 0\nz\n"
+    assert [opt_names(t) for t in tp_tags(sections(tp, ".SH")["OPTIONS"])] == [{"-a"}, {"-b"}]
