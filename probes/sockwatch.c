@@ -69,7 +69,8 @@ _Noreturn static void usage(FILE *f, int status)
 		      "  -d  stop after this many milliseconds\n"
 		      "  -w  with -1: wait up to this many milliseconds for a match (exit 1 if none)\n"
 		      "  -r  append the raw netlink replies to RECORD_FILE\n"
-		      "  -R  decode a recorded file instead of asking the kernel\n", f);
+		      "  -R  decode a recorded file instead of asking the kernel\n"
+		      "  -h  print this help and exit\n", f);
 	exit(status);
 }
 
