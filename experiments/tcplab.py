@@ -707,9 +707,14 @@ def where(rawdir):
     v = read_vm(rawdir)
     if v is None:
         return "each unit in its own network namespace on this host; loopback"
+    # side_by_side=N: run.sh --kernel all ran up to N guests at once (and the host's own set)
+    # on this host's CPUs, so a speed measured here is slower still than one guest alone
+    side = v.get("side_by_side")
     return (f"inside {v.get('package', 'a Debian kernel')} under QEMU "
             f"(accel={v.get('accel')}, {v.get('smp')} CPU), each unit in its own namespace; "
-            "loopback; timings under emulation are slower than on hardware")
+            "loopback; timings under emulation are slower than on hardware"
+            + (f"; up to {side} guests ran side by side with the host's own run (--kernel all), "
+               "sharing its CPUs" if side else ""))
 
 
 def under_vm(rawdir):

@@ -2,6 +2,10 @@
 # experiments/lib/vm.sh — run tcplab experiment units inside a Debian cloud kernel booted under QEMU.
 #
 # usage: experiments/lib/vm.sh [-v] [--accel tcg|kvm] [--timeout S] [--mtu N] VERSION RAWROOT UNIT...
+#        experiments/lib/vm.sh --resolve VERSION
+#
+# --resolve: only fetch (or find in the cache) the kernel of VERSION, and print one line,
+# "RELEASE PACKAGE"; run.sh --kernel all fetches every kernel so before its guests start.
 #
 # Fetches the newest Debian cloud kernel of series VERSION (5.10, 6.1, 6.12, 7.2) with tcplab's own
 # apt configuration (experiments/lib/kernelpkg.sh: a sources list and lists of its own in
@@ -17,7 +21,8 @@
 # nf_tables, the nft expressions wire.sh uses and sch_netem (WIRE_MODULES); --mtu N overrides
 # the table's MTU for every wire unit, as run.sh --mtu does on the host.  Writes RAWROOT/vm.txt
 # (key=value: the packages and versions, accel, kernel release, boot time, status) and
-# RAWROOT/vm-console.log.
+# RAWROOT/vm-console.log.  TCPLAB_SIDE_BY_SIDE=N (run.sh --kernel all: N guests ran at once) adds
+# side_by_side=N to vm.txt, and so to each unit's caveat (tcplab.where).
 #
 # Exit: 0 every unit ran and exited 0, or skipped itself (exit 3, status.txt "skipped: WHY");
 #       1 a unit failed or the guest died; 2 usage;
@@ -69,6 +74,7 @@ MTU_OPT=""
 MTU_SET=""
 WIRE=""
 VERBOSE=0
+RESOLVE=""
 WORK=""
 QEMU_PID=""
 TIMEOUT_PID=""
@@ -76,6 +82,7 @@ START_NS=0
 
 usage() {
 	echo "usage: experiments/lib/vm.sh [-v] [--accel tcg|kvm] [--timeout S] [--mtu N] VERSION RAWROOT UNIT..."
+	echo "       experiments/lib/vm.sh --resolve VERSION"
 }
 
 # One line on stderr, then exit: $1 is the status, the rest the message.
@@ -131,12 +138,20 @@ parse_args() {
 		--mtu) [ $# -ge 2 ] || fail 2 "--mtu needs a number (68..65535)"; MTU_OPT=$2; MTU_SET=1; shift 2 ;;
 		--mtu=*) MTU_OPT=${1#*=}; MTU_SET=1; shift ;;
 		-v) VERBOSE=1; shift ;;
+		--resolve) RESOLVE=1; shift ;;
 		-h|--help) usage; exit 0 ;;
 		--) shift; break ;;
 		-*) usage >&2; fail 2 "unknown option $1" ;;
 		*) break ;;
 		esac
 	done
+	if [ -n "$RESOLVE" ]; then
+		[ $# -eq 1 ] || { usage >&2; fail 2 "--resolve takes one VERSION"; }
+		VERSION=$1
+		[[ $VERSION =~ ^[0-9]+\.[0-9]+$ ]] || fail 2 "VERSION: '$VERSION' is not like 6.1 or 6.12"
+		UNITS=()
+		return 0
+	fi
 	[ $# -ge 3 ] || { usage >&2; fail 2 "need VERSION RAWROOT UNIT..."; }
 	VERSION=$1
 	RAWROOT=$2
@@ -611,6 +626,7 @@ write_vm_txt() {
 		echo "wall_s=$WALL_S"
 		echo "timeout_s=$TIMEOUT"
 		echo "status=$STATUS"
+		[ -z "${TCPLAB_SIDE_BY_SIDE:-}" ] || echo "side_by_side=$TCPLAB_SIDE_BY_SIDE"
 		for u in "${UNITS[@]}"; do
 			echo "unit.$u=${UNIT_RC[$u]}"
 		done
@@ -622,6 +638,12 @@ write_vm_txt() {
 main() {
 	parse_args "$@"
 	check_tools
+	if [ -n "$RESOLVE" ]; then
+		resolve_kernel
+		echo "$RELEASE $PACKAGE"
+		return 0
+	fi
+	case ${TCPLAB_SIDE_BY_SIDE:-1} in [1-9] | [1-9][0-9]) ;; *) fail 2 "TCPLAB_SIDE_BY_SIDE: '$TCPLAB_SIDE_BY_SIDE' is not 1..99" ;; esac
 	trap cleanup EXIT
 	trap 'on_signal INT 130' INT
 	trap 'on_signal TERM 143' TERM
