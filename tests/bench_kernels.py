@@ -82,12 +82,18 @@ def qemu_sample(pid):
 
 
 def run_measured(argv, log):
-    """Run argv (stderr to log); returns (wall s, exit status, {qemu pid: sample dict})."""
+    """Run argv (stderr to log); returns (wall s, exit status, CPU s of the run and all it
+    started (wait4's rusage), {qemu pid: sample dict})."""
     qemus = {}
     t0 = time.monotonic()
     with open(log, "w") as lf:
         p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=lf, stderr=subprocess.STDOUT)
-        while p.poll() is None:
+        while True:
+            pid, status, ru = os.wait4(p.pid, os.WNOHANG)
+            if pid == p.pid:
+                rc = os.waitstatus_to_exitcode(status)
+                cpu = ru.ru_utime + ru.ru_stime
+                break
             now = time.monotonic()
             for pid in descendants(p.pid, children_map()):
                 s = qemu_sample(pid)
@@ -97,12 +103,12 @@ def run_measured(argv, log):
                 q["hwm_kb"] = max(q["hwm_kb"], s[1] or 0)
                 q["cpu_s"] = max(q["cpu_s"], s[2])
                 q["last"] = now
-            time.sleep(0.2)   # a sampling period, not synchronisation: p.poll() ends the loop
+            time.sleep(0.2)   # a sampling period, not synchronisation: wait4 ends the loop
     wall = time.monotonic() - t0
     for q in qemus.values():
         q["life_s"] = q["last"] - q["first"]
         q["cpu_share"] = q["cpu_s"] / q["life_s"] if q["life_s"] > 0 else None
-    return wall, p.returncode, qemus
+    return wall, rc, cpu, qemus
 
 
 def describe(qemus):
@@ -133,23 +139,26 @@ def main():
             for k in ["host"] + list(tcplab_all.KERNELS):
                 argv = [RUN] + ([] if k == "host" else ["--kernel", k]) + sel + \
                     ["--out", os.path.join(tmp, "alone", k)]
-                wall, rc, qemus = run_measured(argv, os.path.join(tmp, f"alone-{k}.log"))
-                rows[f"alone {k}"] = {"wall_s": wall, "exit": rc, "qemu": list(qemus.values())}
-                print(f"alone    {k:5s} {wall:7.1f} s  exit {rc}  {describe(qemus)}", flush=True)
+                wall, rc, cpu, qemus = run_measured(argv, os.path.join(tmp, f"alone-{k}.log"))
+                rows[f"alone {k}"] = {"wall_s": wall, "exit": rc, "cpu_s": cpu,
+                                      "qemu": list(qemus.values())}
+                print(f"alone    {k:5s} {wall:7.1f} s  exit {rc}  CPU {cpu:.0f} s  {describe(qemus)}",
+                      flush=True)
                 if rc != 0:
                     with open(os.path.join(tmp, f"alone-{k}.log")) as f:
                         print("  " + "".join(f.readlines()[-3:]).replace("\n", "\n  "))
                 alone.append(wall)
         argv = [RUN, "--kernel", "all"] + sel + ["--out", os.path.join(tmp, "all")]
         log = os.path.join(tmp, "all.log")
-        wall, rc, qemus = run_measured(argv, log)
-        rows["together"] = {"wall_s": wall, "exit": rc, "qemu": list(qemus.values())}
+        wall, rc, cpu, qemus = run_measured(argv, log)
+        rows["together"] = {"wall_s": wall, "exit": rc, "cpu_s": cpu, "qemu": list(qemus.values())}
         with open(log) as f:
             lines = f.read().splitlines()
         for line in lines:
             if line.startswith("[all] "):
                 print("  " + line)
-        print(f"together all   {wall:7.1f} s  exit {rc}  {describe(qemus)}", flush=True)
+        print(f"together all   {wall:7.1f} s  exit {rc}  CPU {cpu:.0f} s  {describe(qemus)}",
+              flush=True)
         if alone:
             ratio = wall / max(alone)
             rows["ratio"] = ratio
