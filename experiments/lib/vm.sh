@@ -390,15 +390,19 @@ module_add() {
 	MODLIST="$MODLIST $name"
 }
 
-# copy_with_libs FILE DESTDIR: FILE into DESTDIR, and every shared library ldd names at its path.
+# copy_with_libs DESTDIR FILE...: each FILE into DESTDIR, and every shared library ldd names at
+# its path.  One ldd and one cp for all the files (with several files ldd heads each list with a
+# "FILE:" line, left out): under --kernel all four guests build their initramfs at once on the
+# host's CPUs, and a process per program was most of that time (docs/kernel-matrix.md).
 copy_with_libs() {
-	local lib
-	cp -L "$1" "$2/"
+	local dir=$1 lib
+	shift
+	cp -L "$@" "$dir/"
 	while IFS= read -r lib; do
 		[ -e "$DEST$lib" ] && continue
-		mkdir -p "$DEST$(dirname "$lib")"
+		mkdir -p "$DEST${lib%/*}"
 		cp -L "$lib" "$DEST$lib"
-	done < <(ldd "$1" 2>/dev/null | awk '$2 == "=>" && $3 ~ /^\// { print $3 } $1 ~ /^\// { print $1 }')
+	done < <(ldd "$@" 2>/dev/null | awk '$2 == "=>" && $3 ~ /^\// { print $3 } $1 ~ /^\// && $1 !~ /:$/ { print $1 }' | sort -u)
 }
 
 # A unit's limit_s, the 7th column of its line in the unit table ($EXPDIR/units); empty when the
@@ -454,22 +458,25 @@ build_initramfs() {
 	ln -s bin "$DEST/sbin"
 	ln -s ../bin "$DEST/usr/sbin"
 	mknod -m 600 "$DEST/dev/console" c 5 1 2>/dev/null || true
-	copy_with_libs /bin/busybox "$DEST/bin"
-	local a f
-	for a in $(/bin/busybox --list); do
-		[ "$a" = busybox ] || ln -s busybox "$DEST/bin/$a"
-	done
+	copy_with_libs "$DEST/bin" /bin/busybox
+	# one symlink per applet, made by busybox itself in one process (to busybox's own path,
+	# /usr/bin/busybox or /bin/busybox, both /bin/busybox in the guest: usr/bin is a link to bin)
+	/bin/busybox --install -s "$DEST/bin"
+	local a f progs=()
 	for f in "$BINDIR"/*; do
-		[ -f "$f" ] && [ -x "$f" ] && copy_with_libs "$f" "$DEST/tcplab/bin"
+		if [ -f "$f" ] && [ -x "$f" ]; then progs+=("$f"); fi
 	done
+	[ ${#progs[@]} -eq 0 ] || copy_with_libs "$DEST/tcplab/bin" "${progs[@]}"
 	cp "$EXPDIR"/*.sh "$DEST/tcplab/experiments/"
 	cp "$EXPDIR"/lib/collect.sh "$DEST/tcplab/experiments/lib/"
 	if [ -n "$WIRE" ]; then
 		# the real tools replace busybox's applets of the same name in /bin
+		local tools=()
 		for a in "${WIRE_TOOLS[@]}"; do
 			rm -f "$DEST/bin/$a"
-			copy_with_libs "$(PATH=$PATH:/usr/sbin:/sbin command -v "$a")" "$DEST/bin"
+			tools+=("$(PATH=$PATH:/usr/sbin:/sbin command -v "$a")")
 		done
+		copy_with_libs "$DEST/bin" "${tools[@]}"
 		# the same wire code as the host's (run.sh and collect.sh source it)
 		cp "$EXPDIR/lib/wire.sh" "$DEST/tcplab/experiments/lib/"
 	fi
