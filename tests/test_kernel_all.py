@@ -97,6 +97,22 @@ def test_the_budget_line_is_printed_once():
                      r"[0-9]+ MiB, [0-9]+ CPU\(s\): [1-4] guest\(s\) at once of 4", lines[0]), lines
 
 
+def test_a_kernel_that_cannot_be_had_stops_all_before_any_run(tmp_path):
+    """vm.sh --resolve fails for the first kernel (here: a kernel cache it cannot make; without
+    QEMU, vm.sh's own skip): one line naming the kernel, vm.sh's status, no run started."""
+    cache = tmp_path / "file"
+    cache.write_text("")
+    out = tmp_path / "out"
+    r = run("--kernel", "all", "p01-machine", "--out", str(out),
+            env={"TCPLAB_CACHE": str(cache / "cache")})
+    assert r.returncode == 4, r.stderr
+    lines = [ln for ln in r.stderr.splitlines() if ln.startswith("run.sh: ")]
+    assert len(lines) == 1, r.stderr
+    assert lines[0].startswith("run.sh: [5.10] cannot get the kernel, so no guest is started: vm.sh: skip: ")
+    assert not any(ln.startswith("[host]") or ln.startswith("[6.1]") for ln in r.stderr.splitlines())
+    assert not out.exists()
+
+
 # ---- the caveat --------------------------------------------------------------------------------
 
 def test_caveat_says_side_by_side_only_when_vm_txt_does(tmp_path):
