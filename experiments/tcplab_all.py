@@ -318,6 +318,8 @@ def main(argv):
 if __name__ == "__main__":
     try:
         sys.exit(main(sys.argv[1:]))
+    except Stop as stop:    # a second signal before the first one's handler ignored the rest
+        sys.exit(128 + stop.signum)
     except (OSError, ValueError) as err:
         print(f"{PROG}: --kernel all: {err}", file=sys.stderr)
         sys.exit(EXIT_FAIL)
