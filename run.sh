@@ -20,7 +20,7 @@ UNIT_SKIPPED=3	# a collect script's exit status for "cannot run on this kernel" 
 
 usage() {
 	cat <<USAGE
-usage: ./run.sh [--quick] [--all] [--kernel VERSION] [--accel tcg|kvm] [--out DIR]
+usage: ./run.sh [--quick] [--all] [--kernel VERSION|all] [--accel tcg|kvm] [--out DIR]
                 [--mtu N] [--allow-foreign-out] [--ktap] [NAME...]
        ./run.sh diff DIR_A DIR_B
        ./run.sh matrix [--out DIR] DIR DIR [DIR...]
@@ -36,6 +36,12 @@ report a .txt for people and a .json for tools, and raw/<unit>/ with what the pr
   NAME...          only these units, each once (see --list)
   --kernel VER     run inside a Debian kernel VER (e.g. 5.10, 6.1, 6.12, 7.2) booted under QEMU,
                    fetched with tcplab's own apt configuration (docs/kernel-matrix.md, "Kernels")
+  --kernel all     the host's run and a guest each of 5.10, 6.1, 6.12 and 7.2, side by side (as
+                   many guests at once as a measured memory budget and the CPUs allow, the rest
+                   queued); each writes its own outputs/<release>/ (--out DIR: DIR/<release>/),
+                   its lines prefixed [host] or [VER]; qemu=no units run on the host only; the
+                   guests' vm.txt says side_by_side=N; exit 0, or the worst run's status
+                   (docs/kernel-matrix.md, "All kernels at once")
   --accel A        with --kernel: tcg (default, measured faster here) or kvm
                    VER is a Debian cloud kernel series: 4.19, or 5.0 .. 9.20 (no Linux major has
                    had more than 21 minors); anything else is refused before apt is touched
@@ -214,7 +220,7 @@ select_units() {
 		case ${U_SET[$u]} in default) ;; labs) [ -n "$all" ] || continue ;; *) continue ;; esac
 		[ -z "$quick" ] || [ "${U_QUICK[$u]}" = run ] || continue
 		PLAN+=("$u")
-		if [ -n "$KERNEL" ] && [ "${U_QEMU[$u]}" = no ]; then
+		if [ -n "$KERNEL" ] && [ "$KERNEL" != all ] && [ "${U_QEMU[$u]}" = no ]; then
 			log "$u: not run under --kernel (qemu=no in experiments/units)"
 			SKIPPED+=("$u")
 			WHY[$u]="skipped: not run under --kernel (qemu=no in experiments/units)"
@@ -647,9 +653,9 @@ main() {
 	fi
 	case $ACCEL in tcg | kvm) ;; *) die $EXIT_USAGE "--accel '$ACCEL': want tcg or kvm" ;; esac
 	[ -z "$accel_set" ] || [ -n "$KERNEL" ] || die $EXIT_USAGE "--accel '$ACCEL' needs --kernel"
-	[ -z "$KERNEL" ] || [[ $KERNEL =~ ^[0-9]+\.[0-9]+$ ]] ||
-		die $EXIT_USAGE "--kernel '$KERNEL': want a version like 5.10 or 7.2"
-	[ -z "$KERNEL" ] || kernel_series_ok "$KERNEL" ||
+	[ -z "$KERNEL" ] || [ "$KERNEL" = all ] || [[ $KERNEL =~ ^[0-9]+\.[0-9]+$ ]] ||
+		die $EXIT_USAGE "--kernel '$KERNEL': want a version like 5.10 or 7.2, or all"
+	[ -z "$KERNEL" ] || [ "$KERNEL" = all ] || kernel_series_ok "$KERNEL" ||
 		die $EXIT_USAGE "--kernel '$KERNEL': no such Debian cloud kernel series (4.19, 5.x, 6.x .. with minor <= 20)"
 	[ -z "$OUT_SET" ] || [[ $OUT != *$'\n'* ]] || die $EXIT_USAGE "--out: a directory name with a newline"
 	for u in "${units[@]}"; do
@@ -657,14 +663,16 @@ main() {
 			die $EXIT_USAGE "unknown experiment '${u//[![:print:]]/?}' (./run.sh --list shows them)"
 		case $seen in *" $u "*) die $EXIT_USAGE "unit '$u' named twice" ;; esac
 		seen="$seen$u "
-		[ -z "$KERNEL" ] || [ "${U_QEMU[$u]}" = yes ] ||
+		[ -z "$KERNEL" ] || [ "$KERNEL" = all ] || [ "${U_QEMU[$u]}" = yes ] ||
 			die $EXIT_USAGE "$u cannot run under --kernel (qemu=no in experiments/units)"
 	done
 	if [ ${#units[@]} -gt 0 ] && [ -n "$all" ]; then
 		die $EXIT_USAGE "--all selects the units: name none with it"
 	fi
-	local named=""
+	local named="" named_units=("${units[@]}")
 	[ ${#units[@]} -eq 0 ] || named=1
+	[ -z "$KTAP" ] || [ "$KERNEL" != all ] ||
+		die $EXIT_USAGE "--ktap with --kernel all: KTAP is one stream per kernel (use --ktap with one --kernel VER)"
 	FAILED=() DONE_UNITS=() SKIPPED=() SKIPPED_RAW=() REPLACED=()
 	if [ ${#units[@]} -eq 0 ]; then
 		select_units "$all" "$quick"
@@ -677,6 +685,18 @@ main() {
 		local wired=""
 		for u in "${units[@]}"; do [ -z "${U_MTU[$u]:-}" ] || wired=1; done
 		[ -n "$wired" ] || die $EXIT_USAGE "--mtu $MTU_OPT: none of these units runs on the wire (netns wire in experiments/units)"
+	fi
+	if [ "$KERNEL" = all ]; then	# the driver runs one run.sh per kernel (experiments/tcplab_all.py)
+		local guest_units=()
+		for u in "${named_units[@]}"; do [ "${U_QEMU[$u]}" = no ] || guest_units+=("$u"); done
+		[ -z "$named" ] || [ ${#guest_units[@]} -gt 0 ] ||
+			die $EXIT_USAGE "--kernel all: none of ${named_units[*]} runs in a guest (qemu=no in experiments/units): run it without --kernel"
+		for u in "${named_units[@]}"; do
+			[ "${U_QEMU[$u]}" = yes ] || log "$u: on the host only (qemu=no in experiments/units)"
+		done
+		exec "$PY" "$TOP/experiments/tcplab_all.py" --run-sh "$TOP/run.sh" ${quick:+--quick} ${all:+--all} \
+			${accel_set:+--accel "$ACCEL"} ${MTU_OPT:+--mtu "$MTU_OPT"} ${OUT_SET:+--out "$OUT"} \
+			${RS_ALLOW_FOREIGN:+--allow-foreign-out} --host-units "${named_units[*]}" --guest-units "${guest_units[*]}"
 	fi
 	[ -n "$quick" ] && export TL_QUICK=1
 	NS_MODE=netns

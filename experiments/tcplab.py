@@ -709,7 +709,16 @@ def where(rawdir):
         return "each unit in its own network namespace on this host; loopback"
     return (f"inside {v.get('package', 'a Debian kernel')} under QEMU "
             f"(accel={v.get('accel')}, {v.get('smp')} CPU), each unit in its own namespace; "
-            "loopback; timings under emulation are slower than on hardware")
+            "loopback; timings under emulation are slower than on hardware" + side_by_side(v))
+
+
+def side_by_side(vm):
+    """The caveat of a guest that ran beside others: vm.txt's side_by_side=N (run.sh --kernel
+    all ran up to N guests at once, and the host's own run, on this host's CPUs, so a speed
+    measured there is slower still than one guest alone); "" for a guest that ran alone."""
+    n = (vm or {}).get("side_by_side")
+    return (f"; up to {n} guests ran side by side with the host's own run (--kernel all), "
+            "sharing its CPUs") if n else ""
 
 
 def under_vm(rawdir):

@@ -97,7 +97,7 @@ def wire_where(rawdir, wire=None):
     where = ("inside " + vm.get("package", "a Debian kernel") + " under QEMU, " if vm else "")
     return (f"{where}a client (192.0.2.1, veth-c) and a server (192.0.2.2, veth-s) namespace "
             f"joined by a veth pair, MTU {wire['client']['link']['mtu']}; the capture on the "
-            "client's end")
+            "client's end" + t.side_by_side(vm))
 
 
 def machine_links(rawdir):

@@ -18,6 +18,10 @@ one CPU; CPU is each process's own rusage (wait4).
   capture     tests/bench_capture.py: CPU per packet against tcpdump -w on the same traffic (<= 1)
   wire        tests/bench_wire.py: sockwatch's event time against the capture's packet time on
               the wire, and a wire unit's setup against a loopback unit's
+  kernels     with --kernels only (not in the default bench: it takes many minutes, six runs):
+              tests/bench_kernels.py, the matrix's wall time (./run.sh --kernel all --quick) /
+              the longest of ./run.sh --quick and each ./run.sh --kernel VER --quick alone
+              (<= 1.3); skipped with a reason without QEMU
 --probes: only the probe rows.  Exit 0 whatever the verdicts (it reports, it does not fail);
 4 without root or without the floor program.
 """
@@ -319,6 +323,24 @@ def runs_arg(text):
     return int(text)
 
 
+def bench_kernels_row():
+    """tests/bench_kernels.py's ratio as a row (its own lines are printed as it goes)."""
+    import tempfile
+    with tempfile.NamedTemporaryFile(suffix=".json") as f:
+        r = subprocess.run([sys.executable, os.path.join(TOP, "tests", "bench_kernels.py"),
+                            "--json", f.name], stdout=subprocess.PIPE, text=True)
+        sys.stdout.write(r.stdout)
+        name = "kernel matrix: --kernel all / longest alone"
+        if r.returncode != 0:
+            why = (r.stdout.strip().splitlines() or [f"exit {r.returncode}"])[-1]
+            return [{"name": name, "value": None, "target": None, "ok": None, "note": why}]
+        with open(f.name) as jf:
+            got = json.load(jf)
+    ratio = got.get("ratio")
+    return [{"name": name, "value": ratio, "target": "<= 1.3", "ok": ratio is not None and ratio <= 1.3,
+             "note": f"{got['together']['wall_s']:.0f} s together"}]
+
+
 def main():
     ap = argparse.ArgumentParser(description="tcplab benchmarks (ratios, side by side)")
     ap.add_argument("--quick", action="store_true", help="run.sh --quick for the wall-time ratio")
@@ -328,6 +350,8 @@ def main():
                     help="probe/floor runs, reported as min/median/max (default 5)")
     ap.add_argument("--probes", action="store_true",
                     help="only the probes against their floors (no run.sh, no poll-scaling)")
+    ap.add_argument("--kernels", action="store_true",
+                    help="also the kernel matrix's wall-time ratio (tests/bench_kernels.py: many minutes)")
     ap.add_argument("--json", help="also write the rows to this file")
     a = ap.parse_args()
     if os.geteuid() != 0:
@@ -369,6 +393,8 @@ def main():
                          "note": f"not measured: {e}"})
         import bench_wire
         rows += bench_wire.bench(BIN, a.runs)
+    if a.kernels:
+        rows += bench_kernels_row()
     width = max(len(r["name"]) for r in rows)
     for r in rows:
         v = "n/a" if r["value"] is None else f"{r['value']:.2f}"

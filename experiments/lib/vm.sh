@@ -2,6 +2,10 @@
 # experiments/lib/vm.sh — run tcplab experiment units inside a Debian cloud kernel booted under QEMU.
 #
 # usage: experiments/lib/vm.sh [-v] [--accel tcg|kvm] [--timeout S] [--mtu N] VERSION RAWROOT UNIT...
+#        experiments/lib/vm.sh --resolve VERSION
+#
+# --resolve: only fetch (or find in the cache) the kernel of VERSION, and print one line,
+# "RELEASE PACKAGE"; run.sh --kernel all fetches every kernel so before its guests start.
 #
 # Fetches the newest Debian cloud kernel of series VERSION (5.10, 6.1, 6.12, 7.2) with tcplab's own
 # apt configuration (experiments/lib/kernelpkg.sh: a sources list and lists of its own in
@@ -17,7 +21,8 @@
 # nf_tables, the nft expressions wire.sh uses and sch_netem (WIRE_MODULES); --mtu N overrides
 # the table's MTU for every wire unit, as run.sh --mtu does on the host.  Writes RAWROOT/vm.txt
 # (key=value: the packages and versions, accel, kernel release, boot time, status) and
-# RAWROOT/vm-console.log.
+# RAWROOT/vm-console.log.  TCPLAB_SIDE_BY_SIDE=N (run.sh --kernel all: N guests ran at once) adds
+# side_by_side=N to vm.txt, and so to each unit's caveat (tcplab.where).
 #
 # Exit: 0 every unit ran and exited 0, or skipped itself (exit 3, status.txt "skipped: WHY");
 #       1 a unit failed or the guest died; 2 usage;
@@ -69,6 +74,7 @@ MTU_OPT=""
 MTU_SET=""
 WIRE=""
 VERBOSE=0
+RESOLVE=""
 WORK=""
 QEMU_PID=""
 TIMEOUT_PID=""
@@ -76,6 +82,7 @@ START_NS=0
 
 usage() {
 	echo "usage: experiments/lib/vm.sh [-v] [--accel tcg|kvm] [--timeout S] [--mtu N] VERSION RAWROOT UNIT..."
+	echo "       experiments/lib/vm.sh --resolve VERSION"
 }
 
 # One line on stderr, then exit: $1 is the status, the rest the message.
@@ -131,12 +138,20 @@ parse_args() {
 		--mtu) [ $# -ge 2 ] || fail 2 "--mtu needs a number (68..65535)"; MTU_OPT=$2; MTU_SET=1; shift 2 ;;
 		--mtu=*) MTU_OPT=${1#*=}; MTU_SET=1; shift ;;
 		-v) VERBOSE=1; shift ;;
+		--resolve) RESOLVE=1; shift ;;
 		-h|--help) usage; exit 0 ;;
 		--) shift; break ;;
 		-*) usage >&2; fail 2 "unknown option $1" ;;
 		*) break ;;
 		esac
 	done
+	if [ -n "$RESOLVE" ]; then
+		[ $# -eq 1 ] || { usage >&2; fail 2 "--resolve takes one VERSION"; }
+		VERSION=$1
+		[[ $VERSION =~ ^[0-9]+\.[0-9]+$ ]] || fail 2 "VERSION: '$VERSION' is not like 6.1 or 6.12"
+		UNITS=()
+		return 0
+	fi
 	[ $# -ge 3 ] || { usage >&2; fail 2 "need VERSION RAWROOT UNIT..."; }
 	VERSION=$1
 	RAWROOT=$2
@@ -375,15 +390,19 @@ module_add() {
 	MODLIST="$MODLIST $name"
 }
 
-# copy_with_libs FILE DESTDIR: FILE into DESTDIR, and every shared library ldd names at its path.
+# copy_with_libs DESTDIR FILE...: each FILE into DESTDIR, and every shared library ldd names at
+# its path.  One ldd and one cp for all the files (with several files ldd heads each list with a
+# "FILE:" line, left out): under --kernel all four guests build their initramfs at once on the
+# host's CPUs, and a process per program was most of that time (docs/kernel-matrix.md).
 copy_with_libs() {
-	local lib
-	cp -L "$1" "$2/"
+	local dir=$1 lib
+	shift
+	cp -L "$@" "$dir/"
 	while IFS= read -r lib; do
 		[ -e "$DEST$lib" ] && continue
-		mkdir -p "$DEST$(dirname "$lib")"
+		mkdir -p "$DEST${lib%/*}"
 		cp -L "$lib" "$DEST$lib"
-	done < <(ldd "$1" 2>/dev/null | awk '$2 == "=>" && $3 ~ /^\// { print $3 } $1 ~ /^\// { print $1 }')
+	done < <(ldd "$@" 2>/dev/null | awk '$2 == "=>" && $3 ~ /^\// { print $3 } $1 ~ /^\// && $1 !~ /:$/ { print $1 }' | sort -u)
 }
 
 # A unit's limit_s, the 7th column of its line in the unit table ($EXPDIR/units); empty when the
@@ -439,22 +458,25 @@ build_initramfs() {
 	ln -s bin "$DEST/sbin"
 	ln -s ../bin "$DEST/usr/sbin"
 	mknod -m 600 "$DEST/dev/console" c 5 1 2>/dev/null || true
-	copy_with_libs /bin/busybox "$DEST/bin"
-	local a f
-	for a in $(/bin/busybox --list); do
-		[ "$a" = busybox ] || ln -s busybox "$DEST/bin/$a"
-	done
+	copy_with_libs "$DEST/bin" /bin/busybox
+	# one symlink per applet, made by busybox itself in one process (to busybox's own path,
+	# /usr/bin/busybox or /bin/busybox, both /bin/busybox in the guest: usr/bin is a link to bin)
+	/bin/busybox --install -s "$DEST/bin"
+	local a f progs=()
 	for f in "$BINDIR"/*; do
-		[ -f "$f" ] && [ -x "$f" ] && copy_with_libs "$f" "$DEST/tcplab/bin"
+		if [ -f "$f" ] && [ -x "$f" ]; then progs+=("$f"); fi
 	done
+	[ ${#progs[@]} -eq 0 ] || copy_with_libs "$DEST/tcplab/bin" "${progs[@]}"
 	cp "$EXPDIR"/*.sh "$DEST/tcplab/experiments/"
 	cp "$EXPDIR"/lib/collect.sh "$DEST/tcplab/experiments/lib/"
 	if [ -n "$WIRE" ]; then
 		# the real tools replace busybox's applets of the same name in /bin
+		local tools=()
 		for a in "${WIRE_TOOLS[@]}"; do
 			rm -f "$DEST/bin/$a"
-			copy_with_libs "$(PATH=$PATH:/usr/sbin:/sbin command -v "$a")" "$DEST/bin"
+			tools+=("$(PATH=$PATH:/usr/sbin:/sbin command -v "$a")")
 		done
+		copy_with_libs "$DEST/bin" "${tools[@]}"
 		# the same wire code as the host's (run.sh and collect.sh source it)
 		cp "$EXPDIR/lib/wire.sh" "$DEST/tcplab/experiments/lib/"
 	fi
@@ -611,6 +633,7 @@ write_vm_txt() {
 		echo "wall_s=$WALL_S"
 		echo "timeout_s=$TIMEOUT"
 		echo "status=$STATUS"
+		[ -z "${TCPLAB_SIDE_BY_SIDE:-}" ] || echo "side_by_side=$TCPLAB_SIDE_BY_SIDE"
 		for u in "${UNITS[@]}"; do
 			echo "unit.$u=${UNIT_RC[$u]}"
 		done
@@ -622,6 +645,12 @@ write_vm_txt() {
 main() {
 	parse_args "$@"
 	check_tools
+	if [ -n "$RESOLVE" ]; then
+		resolve_kernel
+		echo "$RELEASE $PACKAGE"
+		return 0
+	fi
+	case ${TCPLAB_SIDE_BY_SIDE:-1} in [1-9] | [1-9][0-9]) ;; *) fail 2 "TCPLAB_SIDE_BY_SIDE: '$TCPLAB_SIDE_BY_SIDE' is not 1..99" ;; esac
 	trap cleanup EXIT
 	trap 'on_signal INT 130' INT
 	trap 'on_signal TERM 143' TERM

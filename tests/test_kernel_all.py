@@ -1,0 +1,323 @@
+"""run.sh --kernel all (experiments/tcplab_all.py; docs/kernel-matrix.md "All kernels at once").
+
+Without QEMU: the argument handling (bad combinations: one line, exit 2, nothing written; good
+ones: what each child run.sh is given, from TCPLAB_ALL_PLAN=1), and the budget arithmetic on
+made-up MemAvailable and peak numbers.  With QEMU (marker qemu, skips like tests/test_kernel*.py
+without QEMU, root or a package): a live `--kernel all p01-machine` (five output directories,
+the [VER] prefixes, side_by_side in each guest's vm.txt and caveat, nothing left), and a SIGINT
+while the guests run (exit 130 at once, nothing left)."""
+import glob
+import json
+import os
+import re
+import secrets
+import signal
+import subprocess
+import time
+
+import pytest
+
+import tcplab_all
+from test_reliability_interrupt import TAG, cmdline, stale_records, tagged_pids
+
+TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RUN = os.path.join(TOP, "run.sh")
+TAGS = ("host",) + tcplab_all.KERNELS
+
+
+def run(*args, env=None):
+    return subprocess.run([RUN, *args], capture_output=True, text=True, timeout=120,
+                          env=dict(os.environ, **(env or {})))
+
+
+# ---- arguments, without QEMU ------------------------------------------------------------------
+
+@pytest.mark.parametrize("args,says", [
+    (["--kernel", "all", "--ktap"], "--ktap with --kernel all"),
+    (["--kernel", "ALL"], "want a version like 5.10 or 7.2, or all"),
+    (["--kernel", "all", "connect-modes"], "none of connect-modes runs in a guest"),
+    (["--kernel", "all", "--all", "p01-machine"], "--all selects the units"),
+    (["--kernel", "all", "--mtu", "1400", "p01-machine"], "none of these units runs on the wire"),
+    (["--kernel", "all", "--accel", "xen"], "--accel 'xen': want tcg or kvm"),
+    (["--kernel", "all", "--list"], "--list takes no other argument"),
+    (["--kernel", "all", "no-such-unit"], "unknown experiment 'no-such-unit'"),
+], ids=["ktap", "case", "qemu-no-only", "all-and-units", "mtu-no-wire", "accel", "list", "unknown"])
+def test_bad_combinations_are_one_line_and_exit_2(tmp_path, args, says):
+    out = tmp_path / "out"
+    r = run(*args, "--out", str(out), env={"TCPLAB_ALL_PLAN": "1"})
+    assert r.returncode == 2, r.stderr
+    assert r.stdout == ""
+    lines = r.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("run.sh: ") and says in lines[0], r.stderr
+    assert not out.exists()
+
+
+def plan(*args):
+    """The children's command lines for these arguments: {tag: argv after run.sh}."""
+    r = run(*args, env={"TCPLAB_ALL_PLAN": "1"})
+    assert r.returncode == 0, r.stderr
+    got = {}
+    for line in r.stderr.splitlines():
+        m = re.match(r"\[([a-z0-9.]+)\] (\S+/run\.sh)(.*)$", line)
+        if m:
+            assert m.group(2) == RUN
+            got[m.group(1)] = m.group(3).split()
+    assert set(got) == set(TAGS), r.stderr
+    return got, r.stderr
+
+
+def test_accel_goes_to_the_guests_only(tmp_path):
+    got, _ = plan("--kernel", "all", "--accel", "kvm", "--quick", "--out", str(tmp_path / "o"))
+    assert got["host"] == ["--quick", "--out", str(tmp_path / "o" / os.uname().release)]
+    for k in tcplab_all.KERNELS:
+        assert got[k] == ["--kernel", k, "--accel", "kvm", "--quick", "--out",
+                          str(tmp_path / "o" / "VER")]
+    assert not (tmp_path / "o").exists()      # the plan writes nothing
+
+
+def test_qemu_no_units_run_on_the_host_only():
+    got, err = plan("--kernel", "all", "p01-machine", "connect-modes")
+    assert got["host"] == ["p01-machine", "connect-modes"]
+    for k in tcplab_all.KERNELS:
+        assert got[k] == ["--kernel", k, "p01-machine"]
+    assert "connect-modes: on the host only (qemu=no" in err
+
+
+def test_sets_and_wire_mtu_pass_through():
+    got, _ = plan("--kernel", "all", "--all", "--mtu", "1400")
+    assert got["host"] == ["--all", "--mtu", "1400"]
+    assert got["6.1"] == ["--kernel", "6.1", "--all", "--mtu", "1400"]
+
+
+def test_the_budget_line_is_printed_once():
+    _, err = plan("--kernel", "all")
+    lines = [ln for ln in err.splitlines() if "memory budget" in ln]
+    assert len(lines) == 1
+    assert re.search(r"MemAvailable [0-9]+ MiB - reserve [0-9]+ MiB\), one guest's measured peak "
+                     r"[0-9]+ MiB, [0-9]+ CPU\(s\): [1-4] guest\(s\) at once of 4", lines[0]), lines
+
+
+def test_a_kernel_that_cannot_be_had_stops_all_before_any_run(tmp_path):
+    """vm.sh --resolve fails for the first kernel (here: a kernel cache it cannot make; without
+    QEMU, vm.sh's own skip): one line naming the kernel, vm.sh's status, no run started."""
+    cache = tmp_path / "file"
+    cache.write_text("")
+    out = tmp_path / "out"
+    r = run("--kernel", "all", "p01-machine", "--out", str(out),
+            env={"TCPLAB_CACHE": str(cache / "cache")})
+    assert r.returncode == 4, r.stderr
+    lines = [ln for ln in r.stderr.splitlines() if ln.startswith("run.sh: ")]
+    assert len(lines) == 1, r.stderr
+    assert lines[0].startswith("run.sh: [5.10] cannot get the kernel, so no guest is started: vm.sh: skip: ")
+    assert not any(ln.startswith("[host]") or ln.startswith("[6.1]") for ln in r.stderr.splitlines())
+    assert not out.exists()
+
+
+# ---- the caveat --------------------------------------------------------------------------------
+
+def test_caveat_says_side_by_side_only_when_vm_txt_does(tmp_path):
+    import tcplab
+    import tcplab_wire
+    vm = "package=linux-image-6.1.0-57-cloud-amd64-unsigned_6.1.192-3_amd64\naccel=tcg\nsmp=1\n"
+    (tmp_path / "vm.txt").write_text(vm)
+    alone = tcplab.where(str(tmp_path))
+    assert alone == ("inside linux-image-6.1.0-57-cloud-amd64-unsigned_6.1.192-3_amd64 under QEMU "
+                     "(accel=tcg, 1 CPU), each unit in its own namespace; loopback; timings under "
+                     "emulation are slower than on hardware")     # a single --kernel VER run's, as before
+    (tmp_path / "vm.txt").write_text(vm + "side_by_side=3\n")
+    assert tcplab.where(str(tmp_path)) == alone + (
+        "; up to 3 guests ran side by side with the host's own run (--kernel all), sharing its CPUs")
+    wire = {"client": {"link": {"mtu": 1500}}}
+    assert tcplab_wire.wire_where(str(tmp_path), wire).endswith("; up to 3 guests ran side by side "
+                                                                 "with the host's own run (--kernel all), sharing its CPUs")
+
+
+# ---- the budget arithmetic --------------------------------------------------------------------
+
+GIB = 1024 * 1024
+
+
+@pytest.mark.parametrize("avail,total,peak,cpus,want_budget,want_n", [
+    (24 * GIB, 24 * GIB, 640 * 1024, 2, 24 * GIB - 24 * GIB // 10, 4),   # room: the CPU bound is 4
+    (24 * GIB, 24 * GIB, 640 * 1024, 1, 24 * GIB - 24 * GIB // 10, 2),   # one CPU: 2 at once
+    (3 * GIB, 4 * GIB, 640 * 1024, 8, 2 * GIB, 3),                      # memory: 2 GiB / 640 MiB
+    (2 * GIB, 4 * GIB, 640 * 1024, 8, 1 * GIB, 1),                      # 1 GiB: one guest
+    (GIB // 2, 4 * GIB, 640 * 1024, 8, 0, 1),                           # below the reserve: one
+    (64 * GIB, 64 * GIB, 640 * 1024, 64, 64 * GIB - 64 * GIB // 10, 4),  # never more than kernels
+])
+def test_guests_at_once(avail, total, peak, cpus, want_budget, want_n):
+    budget, n = tcplab_all.guests_at_once(4, avail, total, peak, cpus)
+    assert (budget, n) == (want_budget, want_n)
+
+
+def test_reserve_is_a_floor_or_a_tenth():
+    assert tcplab_all.reserve_kb(4 * GIB) == GIB
+    assert tcplab_all.reserve_kb(100 * GIB) == 10 * GIB
+
+
+def test_guests_at_once_refuses_nonsense():
+    with pytest.raises(ValueError):
+        tcplab_all.guests_at_once(4, GIB, GIB, 0, 2)
+    with pytest.raises(ValueError):
+        tcplab_all.guests_at_once(0, GIB, GIB, 1, 2)
+
+
+def test_meminfo_is_read(tmp_path):
+    p = tmp_path / "meminfo"
+    p.write_text("MemTotal:       24683548 kB\nMemFree:  1 kB\nMemAvailable:   24300912 kB\n")
+    m = tcplab_all.read_meminfo(str(p))
+    assert (m["MemTotal"], m["MemAvailable"]) == (24683548, 24300912)
+    p.write_text("MemTotal:       24683548 kB\n")
+    with pytest.raises(ValueError):
+        tcplab_all.read_meminfo(str(p))
+
+
+def test_worst_status():
+    assert tcplab_all.worst([0, 0, 0]) == 0
+    assert tcplab_all.worst([0, 4, 0]) == 4
+    assert tcplab_all.worst([4, 1, 0]) == 1
+    assert tcplab_all.worst([2, 4]) == 2
+    assert tcplab_all.worst([0, 130]) == 130
+
+
+def test_parse_finished():
+    line = ("00:57:37 [run] finished in 29 s: 5 unit(s) ran, 1 failed (p01-timeout: failed: x), "
+            "2 skipped (a: b; c: d); outputs in /tmp/o/6.1.0-57-cloud-amd64/")
+    assert tcplab_all.parse_finished(line) == (5, 1, 2, "/tmp/o/6.1.0-57-cloud-amd64")
+    line = "00:57:37 [run] finished in 29 s: 1 unit(s) ran, 0 failed; outputs in outputs/6.18.4/"
+    assert tcplab_all.parse_finished(line) == (1, 0, 0, "outputs/6.18.4")
+    assert tcplab_all.parse_finished("[run] p01-machine: done in 3 s") is None
+
+
+# ---- live, with QEMU --------------------------------------------------------------------------
+
+def need_vm():
+    import shutil
+    if shutil.which("qemu-system-x86_64") is None:
+        pytest.skip("qemu-system-x86_64 not installed (make deps-kernel)")
+    if os.geteuid() != 0:
+        pytest.skip("needs root: the kernel cache, apt-get download and namespaces")
+
+
+def netns_names():
+    r = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True)
+    return {line.split()[0] for line in r.stdout.splitlines() if line.startswith("tcplab-")}
+
+
+def leftovers(out, tag, ns_before):
+    """What the run left: tagged processes (QEMU, vm.sh, run.sh, units), namespaces of run.sh
+    processes that are gone, temporary and VM work directories, stale run records."""
+    found = [f"process {p}: {cmdline(p)[:100]}" for p in tagged_pids(tag)]
+    for ns in sorted(netns_names() - ns_before):
+        pid = ns.split("-")[1]
+        if not os.path.exists(f"/proc/{pid}"):
+            found.append(f"namespace {ns}")
+    for d in [out] + glob.glob(os.path.join(out, "*")):
+        if os.path.isdir(d):
+            found += [f"temporary {d}/{n}" for n in os.listdir(d) if ".tmp-" in n]
+            found += [f"record {r}" for r in stale_records(d)]
+    found += [f"VM work directory {d}"
+              for d in glob.glob(os.path.join(out, "**", "tcplab-vm.*"), recursive=True)]
+    return found
+
+
+def wait_clean(out, tag, ns_before, deadline_s=10.0):
+    end = time.monotonic() + deadline_s
+    while True:
+        left = leftovers(out, tag, ns_before)
+        if not left or time.monotonic() > end:
+            return left
+        time.sleep(0.05)
+
+
+def start_all(out, tag, *units):
+    return subprocess.Popen([RUN, "--kernel", "all", "--out", out, *units],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env=dict(os.environ, **{TAG: tag}), start_new_session=True)
+
+
+def skip_if_vm_skipped(rc, text):
+    if rc == 4:
+        pytest.skip("--kernel all skipped: " + text.strip().splitlines()[-1])
+
+
+@pytest.mark.qemu
+def test_all_kernels_p01_machine(tmp_path, bindir):
+    need_vm()
+    out, tag, ns_before = str(tmp_path / "out"), secrets.token_hex(6), netns_names()
+    p = start_all(out, tag, "p01-machine")
+    text, _ = p.communicate(timeout=900)
+    skip_if_vm_skipped(p.returncode, text)
+    assert p.returncode == 0, text[-3000:]
+    dirs = sorted(os.listdir(out))
+    assert len(dirs) == 5, dirs
+    assert os.uname().release in dirs
+    lines = text.splitlines()
+    m = [ln for ln in lines if "memory budget" in ln]
+    assert len(m) == 1
+    n = int(re.search(r": ([0-9]+) guest\(s\) at once", m[0]).group(1))
+    for t in TAGS:
+        assert any(ln.startswith(f"[{t}] ") and "[run] finished in" in ln for ln in lines), t
+    for t in tcplab_all.KERNELS:
+        assert any(ln.startswith(f"[{t}] vm: booting ") for ln in lines), t
+    # every line is someone's
+    assert all(re.match(r"\[(host|all|5\.10|6\.1|6\.12|7\.2)\] ", ln) for ln in lines), \
+        [ln for ln in lines if not re.match(r"\[[a-z0-9.]+\] ", ln)][:5]
+    summary = [ln for ln in lines if re.match(r"\[all\] [a-z0-9.]+: \S+: 1 ok, 0 failed, 0 skipped, "
+                                              r"[0-9]+ s, exit 0$", ln)]
+    assert len(summary) == 5, lines[-8:]
+    for d in dirs:
+        raw = os.path.join(out, d, "raw", "p01-machine")
+        with open(os.path.join(out, d, "p01-machine.json")) as f:
+            rep = json.load(f)
+        vm = os.path.join(raw, "vm.txt")
+        if d == os.uname().release:
+            assert not os.path.exists(vm)
+            continue
+        with open(vm) as f:
+            kv = dict(line.rstrip("\n").split("=", 1) for line in f if "=" in line)
+        assert kv["kernel"] == d and kv["status"] == "ok"
+        assert kv["side_by_side"] == str(n)
+        with open(os.path.join(out, d, "p01-machine.txt")) as f:
+            txt = f.read()
+        assert re.search(rf"^booted under QEMU: .* side_by_side={n}( |$)", txt, re.M), txt[-600:]
+        assert rep["vm"]["side_by_side"] == str(n)
+    assert wait_clean(out, tag, ns_before) == []
+
+
+@pytest.mark.qemu
+def test_all_kernels_interrupted(tmp_path, bindir):
+    """SIGINT to --kernel all while the guests boot: every child group is stopped at once (exit
+    130, not when the guests end), and nothing is left: no QEMU, no namespace, no temporary
+    directory, no run record."""
+    need_vm()
+    out, tag, ns_before = str(tmp_path / "out"), secrets.token_hex(6), netns_names()
+    p = start_all(out, tag, "p01-connect-time", "p01-timeout")
+    got = []
+    try:
+        booting = set()
+        for line in p.stdout:
+            got.append(line)
+            m = re.match(r"\[([0-9.]+)\] vm: booting ", line)
+            if m:
+                booting.add(m.group(1))
+            if len(booting) >= 2:
+                break
+        else:
+            p.wait(timeout=60)
+            skip_if_vm_skipped(p.returncode, "".join(got))
+            pytest.fail("no two guests booted:\n" + "".join(got)[-3000:])
+        assert tagged_pids(tag), "nothing running at the signal"
+        t0 = time.monotonic()
+        os.killpg(p.pid, signal.SIGINT)       # as a terminal's Ctrl-C: the driver's group
+        rest = p.stdout.read()
+        p.wait(timeout=120)
+        took = time.monotonic() - t0
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 130, rest[-3000:]
+    assert "[all] interrupted (SIGINT): stopping every kernel's run" in rest
+    # the units in each guest have 20 s and more to go; the host's children stop in seconds
+    assert took < 60, f"took {took:.1f} s to stop:\n{rest[-2000:]}"
+    assert wait_clean(out, tag, ns_before) == []
