@@ -42,7 +42,8 @@ class Install:
         self.cwd = str(base / "elsewhere")
         os.makedirs(self.cwd)
         self.env = dict(os.environ, PATH=self.bin + ":/usr/bin:/bin:/usr/sbin:/sbin")
-        for k in ("TCPLAB_BUILD", "TCPLAB_EXPERIMENTS", "PYTHONPATH"):
+        # PYTHONDONTWRITEBYTECODE too: tcplab itself must keep __pycache__ out of its tree
+        for k in ("TCPLAB_BUILD", "TCPLAB_EXPERIMENTS", "PYTHONPATH", "PYTHONDONTWRITEBYTECODE"):
             self.env.pop(k, None)
 
     def tcplab(self, *args, timeout=120, **kw):
