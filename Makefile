@@ -39,7 +39,7 @@ FIXTURES    := $(FIXTURE_SRC:fixtures/%.c=$(BUILD)/bin/%)
 PROBES      := $(PROBE_SRC:probes/%.c=$(BUILD)/bin/%)
 PROGRAMS    := $(FIXTURES) $(PROBES)
 
-.PHONY: all test check bench sanitize deps install clean fuzz
+.PHONY: all test check bench sanitize deps install uninstall clean fuzz
 
 all: $(PROGRAMS)
 
@@ -131,9 +131,63 @@ endef
 deps:
 	$(call apt_install,deps,$(DEB_PACKAGES),)
 
+# ---- make install / make uninstall (docs/design.md, "Installed") ----------------------------------
+# PREFIX/bin/tcplab is run.sh with TCPLAB_INSTALLED=1 and its name in messages made "tcplab";
+# the programs go to libexec/tcplab, what run.sh reads at run time to share/tcplab (the same
+# relative paths as in the clone, plus VERSION), every docs/man/*.[1-8] to share/man/manN, the
+# completion to share/bash-completion/completions/tcplab.  share/tcplab/manifest lists every file
+# install wrote and every directory it made ("f PATH", "d PATH", PATH without DESTDIR), an older
+# install's lines kept; uninstall removes those files, then those directories if empty.
+INST_SHARE  := $(PREFIX)/share/tcplab
+MANIFEST    := $(INST_SHARE)/manifest
+INST_EXP    := experiments/units $(wildcard experiments/*.sh experiments/*.py) \
+	       $(filter-out experiments/lib/completion.bash,$(wildcard experiments/lib/*.sh)) \
+	       $(wildcard experiments/lib/initramfs/*) docs/kernel-diff.md
+MAN_PAGES   := $(wildcard docs/man/*.[1-8])
+
+# tl_put MODE SOURCE PATH: SOURCE installed as $(DESTDIR)PATH; the file and each directory it
+# had to make are noted in the new manifest ($$new).
+INSTALL_SH := \
+	tl_dir() { local d="" part; for part in $$(echo "$${1%/*}" | tr / ' '); do d=$$d/$$part; \
+		[ -d "$(DESTDIR)$$d" ] || { mkdir "$(DESTDIR)$$d" && echo "d $$d" >> "$$new"; } || return 1; \
+		done; }; \
+	tl_put() { tl_dir "$$3" && install -m "$$1" "$$2" "$(DESTDIR)$$3" && echo "f $$3" >> "$$new"; }
+
 install: all
-	install -d $(DESTDIR)$(PREFIX)/libexec/tcplab
-	install -m 0755 $(PROGRAMS) $(DESTDIR)$(PREFIX)/libexec/tcplab/
+	@$(INSTALL_SH); set -e; new=$$(mktemp); trap 'rm -f "$$new" "$$new.bin"' EXIT; \
+	[ -z "$(DESTDIR)" ] || mkdir -p "$(DESTDIR)"; \
+	sed -e 's/^TCPLAB_INSTALLED=$$/TCPLAB_INSTALLED=1/' -e 's/^PROG=run\.sh$$/PROG=tcplab/' \
+		-e 's|\./run\.sh|tcplab|g' -e 's|^                \[|              [|' run.sh > "$$new.bin"; \
+	grep -q '^TCPLAB_INSTALLED=1$$' "$$new.bin" || { echo "make install: run.sh has no TCPLAB_INSTALLED= line" >&2; exit 1; }; \
+	version=$$(./run.sh --version) && version=$${version#tcplab }; \
+	tl_put 0755 "$$new.bin" $(PREFIX)/bin/tcplab; \
+	for p in $(PROGRAMS); do tl_put 0755 $$p $(PREFIX)/libexec/tcplab/$${p##*/}; done; \
+	for f in $(INST_EXP); do tl_put $$([ -x $$f ] && echo 0755 || echo 0644) $$f $(INST_SHARE)/$$f; done; \
+	echo "$$version" > "$$new.bin" && tl_put 0644 "$$new.bin" $(INST_SHARE)/VERSION; \
+	for m in $(MAN_PAGES); do tl_put 0644 $$m $(PREFIX)/share/man/man$${m##*.}/$${m##*/}; done; \
+	tl_put 0644 experiments/lib/completion.bash $(PREFIX)/share/bash-completion/completions/tcplab; \
+	echo "f $(MANIFEST)" >> "$$new"; \
+	{ [ ! -f "$(DESTDIR)$(MANIFEST)" ] || cat "$(DESTDIR)$(MANIFEST)"; cat "$$new"; } | awk '!seen[$$0]++' > "$$new.bin"; \
+	install -m 0644 "$$new.bin" "$(DESTDIR)$(MANIFEST)"; \
+	echo "make install: tcplab $$version in $(DESTDIR)$(PREFIX) ($$(grep -c '^f ' "$(DESTDIR)$(MANIFEST)") files, listed in $(DESTDIR)$(MANIFEST))"
+
+# Only files under PREFIX, and directories under or above it that install made, are removed.
+uninstall:
+	@set -e; m="$(DESTDIR)$(MANIFEST)"; \
+	[ -f "$$m" ] || { echo "make uninstall: no $$m: tcplab is not installed in $(DESTDIR)$(PREFIX)" >&2; exit 1; }; \
+	lines=$$(cat "$$m"); \
+	printf '%s\n' "$$lines" | while read -r kind path; do \
+		case $$path/ in */../* | */./* | *//*) kind=bad ;; esac; \
+		case $$kind in \
+		f) case $$path in $(PREFIX)/*) continue ;; esac ;; \
+		d) case $$path in $(PREFIX) | $(PREFIX)/*) continue ;; esac; \
+		   case $(PREFIX)/ in "$$path"/*) continue ;; esac ;; \
+		esac; \
+		echo "make uninstall: $$m: bad line '$$kind $$path' (want f or d and a path under $(PREFIX))" >&2; exit 1; \
+	done; \
+	printf '%s\n' "$$lines" | sed -n 's/^f //p' | while read -r f; do rm -f -- "$(DESTDIR)$$f"; done; \
+	printf '%s\n' "$$lines" | sed -n 's/^d //p' | sort -r | while read -r d; do rmdir -- "$(DESTDIR)$$d" 2> /dev/null || true; done; \
+	echo "make uninstall: removed $$(printf '%s\n' "$$lines" | grep -c '^f ') files from $(DESTDIR)$(PREFIX)"
 
 clean:
 	rm -rf build build-san build-fuzz build-static

@@ -7,8 +7,55 @@ TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 PY=/usr/bin/python3
 PROG=run.sh
 NS_PREFIX=tcplab
-# The programs: $TCPLAB_BUILD/bin (relative to the tree, or absolute), default build/bin.
-case ${TCPLAB_BUILD:-build} in /*) TL_BIN=$TCPLAB_BUILD/bin ;; *) TL_BIN=$TOP/${TCPLAB_BUILD:-build}/bin ;; esac
+# Where tcplab's files are (docs/design.md, "Installed").  In a clone: beside this script, the
+# programs in $TCPLAB_BUILD/bin (relative to the tree, or absolute; default build/bin), outputs in
+# the clone's outputs/.  `make install` installs this script as PREFIX/bin/tcplab with
+# TCPLAB_INSTALLED=1 here: then PREFIX/share/tcplab, PREFIX/libexec/tcplab and outputs/ of the
+# current directory, PREFIX found from the script's own path (so a DESTDIR copy runs too).
+TCPLAB_INSTALLED=
+if [ -n "$TCPLAB_INSTALLED" ]; then
+	TOP=$(readlink -f "${BASH_SOURCE[0]}") && TOP=$(cd "${TOP%/*}/.." && pwd) &&
+		[ -f "$TOP/share/tcplab/experiments/units" ] && [ -d "$TOP/libexec/tcplab" ] ||
+		{ echo "$PROG: an incomplete install: no ${TOP:-PREFIX}/share/tcplab/experiments/units or ${TOP:-PREFIX}/libexec/tcplab (make install again)" >&2; exit 1; }
+	TL_BIN=$TOP/libexec/tcplab TOP=$TOP/share/tcplab OUTPUTS=$PWD/outputs
+	export PYTHONDONTWRITEBYTECODE=1	# the reports write nothing into the installed tree
+else
+	case ${TCPLAB_BUILD:-build} in /*) TL_BIN=$TCPLAB_BUILD/bin ;; *) TL_BIN=$TOP/${TCPLAB_BUILD:-build}/bin ;; esac
+	OUTPUTS=$TOP/outputs
+fi
+# vm.sh takes the programs from TCPLAB_BIN, tcplab_matrix.py its default --out from TCPLAB_OUTPUTS
+export TCPLAB_BIN=$TL_BIN TCPLAB_OUTPUTS=$OUTPUTS
+
+# tcplab_version: the VERSION file (make install writes one into share/tcplab; a tarball can carry
+# one at its top), else `git describe` of the clone, "-dirty" when a tracked file outside outputs/
+# differs from the commit (run.sh itself rewrites outputs/), "unknown" without either.
+tcplab_version() {
+	local v=""
+	if [ -f "$TOP/VERSION" ]; then
+		IFS= read -r v < "$TOP/VERSION" || true
+	elif v=$(git -C "$TOP" describe --tags --always 2> /dev/null); then
+		v=${v#v}
+		git -C "$TOP" diff --quiet HEAD -- . ':(exclude)outputs' 2> /dev/null || v=$v-dirty
+	fi
+	printf '%s\n' "${v:-unknown}"
+}
+TCPLAB_VERSION=$(tcplab_version)	# rs_install_dir writes it into each unit's raw directory
+
+# ensure_installed: what an installed tcplab needs at run time is there (it builds nothing and
+# installs nothing, unlike a clone's ensure_built); else one line naming what is missing.
+ensure_installed() {
+	local missing=() p
+	command -v ip > /dev/null || missing+=(iproute2)
+	command -v strace > /dev/null || missing+=(strace)
+	PATH=$PATH:/usr/sbin:/sbin command -v nft > /dev/null || missing+=(nftables)
+	command -v mscgen > /dev/null || missing+=(mscgen)
+	[ -x "$PY" ] || missing+=(python3)
+	[ ${#missing[@]} -eq 0 ] || die $EXIT_FAIL "missing ${missing[*]}: install these Debian packages (apt-get install ${missing[*]})"
+	[ -x "$TL_BIN/sockwatch" ] || die $EXIT_FAIL "no programs in $TL_BIN (an incomplete install: make install again)"
+	for p in "$TL_BIN"/*; do
+		is_elf "$p" || die $EXIT_FAIL "$p is not an executable program (make install again)"
+	done
+}
 # shellcheck source=experiments/lib/netns.sh
 . "$TOP/experiments/lib/netns.sh"
 # shellcheck source=experiments/lib/wire.sh
@@ -24,11 +71,12 @@ usage: ./run.sh [--quick] [--all] [--kernel VERSION|all] [--accel tcg|kvm] [--ou
                 [--mtu N] [--allow-foreign-out] [--ktap] [NAME...]
        ./run.sh diff DIR_A DIR_B
        ./run.sh matrix [--out DIR] DIR DIR [DIR...]
-       ./run.sh --list | --help
+       ./run.sh --list | --help | --version
 
 Builds what is missing (installing missing Debian packages when root), runs each experiment
 unit in its own fresh network namespace, and writes outputs/<kernel release>/: for every
 report a .txt for people and a .json for tools, and raw/<unit>/ with what the programs printed.
+Installed (make install, as tcplab), it builds nothing and writes outputs/ of the current directory.
 
   (no NAME)        the connect() investigation: the units of set "default" in experiments/units
   --quick          leave out the units marked quick=skip (p01-synretry-default: over 2 minutes)
@@ -54,6 +102,7 @@ report a .txt for people and a .json for tools, and raw/<unit>/ with what the pr
   matrix DIR...    one row per fact, one column per kernel: DIR/matrix.txt, .json, .svg
                    (--out DIR, default outputs/; docs/kernel-matrix.md "The matrix view")
   --list           print the unit table (experiments/units): sets, durations, limits, needs
+  --version        print tcplab's version (each unit's .json records it as tcplab_version)
 
 Units marked alone=yes (they measure a speed) run by themselves, after the others. A unit whose
 netns is "wire" runs in a client namespace joined to a server namespace by a veth pair
@@ -239,6 +288,7 @@ select_units() {
 
 ensure_built() {
 	local missing=()
+	[ -z "$TCPLAB_INSTALLED" ] || { ensure_installed; return; }
 	command -v cc > /dev/null || missing+=(gcc)
 	command -v make > /dev/null || missing+=(make)
 	command -v pkg-config > /dev/null && pkg-config --exists libmnl 2> /dev/null ||
@@ -573,7 +623,7 @@ run_vm() {
 	[ "$status" -ne "$EXIT_SKIP" ] || { [ -z "$KTAP" ] || ktap_die "$EXIT_SKIP" "experiments/lib/vm.sh cannot boot a guest here (its reason is on stderr)"; exit "$EXIT_SKIP"; }
 	release=$(sed -n 's/^kernel=//p' "$raw/vm.txt" 2> /dev/null | head -n 1)
 	[ -n "$release" ] || die $EXIT_FAIL "the guest reported no kernel release (see above)"
-	[ -n "$OUT_SET" ] || rs_switch_out "$TOP/outputs/$release"
+	[ -n "$OUT_SET" ] || rs_switch_out "$OUTPUTS/$release"
 	for u in "$@"; do
 		[ ! -d "$raw/$u" ] || cp "$raw/vm.txt" "$raw/$u/vm.txt"	# how this unit's guest ran
 		rc=$(sed -n "s/^unit\.$u=//p" "$raw/vm.txt" | head -n 1)
@@ -624,6 +674,7 @@ main() {
 	while [ $# -gt 0 ]; do
 		case $1 in
 		-h | --help) usage; exit 0 ;;
+		--version) echo "tcplab $TCPLAB_VERSION"; exit 0 ;;
 		--list) list=1 ;;
 		--quick) quick=1 ;;
 		--all) all=1 ;;

@@ -618,6 +618,8 @@ def write_outputs(outdir, name, lines, obj, made=None):
     try:
         obj = dict(obj)
         obj.setdefault("schema", SCHEMA)
+        if VERSIONS_READ:
+            obj.setdefault("tcplab_version", ", ".join(sorted(set(VERSIONS_READ.values()))))
         text = "\n".join(lines) + "\n"
         js = dumps(obj)
         atomic_write_all({os.path.join(outdir, name + ".txt"): text,
@@ -669,15 +671,37 @@ class _NoPicture(Exception):
     pass
 
 
+# {unit: the tcplab version that collected its raw directory}, for each raw directory this
+# process read through unit_dir(); write_outputs() records them as "tcplab_version".
+VERSIONS_READ = {}
+
+
+def tcplab_version(rawdir):
+    """The tcplab that ran the unit (raw/<unit>/tcplab-version.txt, written by run.sh), or None
+    for a raw directory from before run.sh wrote it (such as the committed references, whose
+    replays so stay byte for byte what was committed)."""
+    path = os.path.join(rawdir, "tcplab-version.txt")
+    lines = read_lines(path, optional=True)
+    if lines is None:
+        return None
+    if not lines or not re.fullmatch(r"[!-~]{1,64}", lines[0].strip()):
+        raise RawError(f"{path}: not a version (one word of printable ASCII)")
+    return lines[0].strip()
+
+
 def unit_dir(rawroot, unit):
     """raw/<unit>/ of a unit that ran to its end; a failed or timed-out unit's partial directory
-    (its status.txt, written by run.sh) is refused: a report never reads it as a whole run."""
+    (its status.txt, written by run.sh) is refused: a report never reads it as a whole run.
+    Notes the unit's tcplab version for write_outputs()."""
     d = os.path.join(rawroot, unit)
     if not os.path.isdir(d):
         raise RawError(f"{d}: missing (no raw directory for unit {unit})")
     why = unit_status(d)
     if why is not None:
         raise RawError(f"{d}: partial output of a unit that did not finish ({why})")
+    v = tcplab_version(d)
+    if v is not None:
+        VERSIONS_READ[unit] = v
     return d
 
 

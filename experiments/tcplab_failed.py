@@ -196,6 +196,12 @@ def build(a):
             "source": "the guest's console" if a.console else "the collect script's stderr",
             "lines": len((log_text or "").splitlines()), "tail": tail},
     }
+    try:    # the tcplab that ran the unit; a bad file in a partial directory is not recorded
+        version = t.tcplab_version(rawdir) if exists else None
+    except t.RawError:
+        version = None
+    if version is not None:
+        obj["tcplab_version"] = version
     return text_lines(obj), obj
 
 

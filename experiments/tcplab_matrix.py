@@ -19,8 +19,9 @@ schedule_differs) is marked, and names its explanation: an anchor of docs/kernel
 "unexplained" when that page has none yet.  A timing fact measured in a QEMU guest (raw/*/vm.txt
 accel=tcg) is marked with a dagger: the guest runs under emulation.
 
-Writes OUT/matrix.txt, matrix.json and matrix.svg (default OUT: outputs/ beside this script's
-tree), each through a temporary file renamed into place once all three are made.
+Writes OUT/matrix.txt, matrix.json and matrix.svg (default OUT: run.sh's outputs/, TCPLAB_OUTPUTS, else the
+outputs/ beside this script's tree), each through a temporary file renamed into place once all three
+are made.
 
 Exit status: 0 written; 1 bad data (a DIR that is not an output directory, a .json that is not a
 report of the documented format, an OUT that cannot be written), with one line on stderr and
@@ -818,7 +819,8 @@ USAGE = "usage: tcplab_matrix.py [--out DIR] DIR DIR [DIR...]  (or: ./run.sh mat
 
 
 def main(argv):
-    args, out = argv[1:], os.path.join(TOP, "outputs")
+    # run.sh says where its outputs are (an installed tcplab: outputs/ of the current directory)
+    args, out = argv[1:], os.environ.get("TCPLAB_OUTPUTS") or os.path.join(TOP, "outputs")
     if args in (["-h"], ["--help"]):
         print(USAGE)
         return EXIT_OK

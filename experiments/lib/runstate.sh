@@ -208,7 +208,7 @@ rs_reap_stale() {
 	[ "$nproc" -eq 0 ] || log "stopped $nproc process(es) left by an interrupted run"
 	[ "$nns" -eq 0 ] || log "removed $nns namespace(s) left by an interrupted run"
 	rs_reap_tmp "$OUT"
-	for d in "$TOP"/outputs/*/; do
+	for d in "${OUTPUTS:-$TOP/outputs}"/*/; do
 		d=${d%/}
 		[ -d "$d" ] && [ ! -L "$d" ] && [ "$d" != "$OUT" ] || continue
 		{ exec {fd}< "$d"; } 2> /dev/null || continue
@@ -229,7 +229,7 @@ make_ns() {
 # set, what dead runs left reaped, and TMPDIR_RUN made with mktemp -d inside $OUT.
 rs_start() {
 	[ -z "${OUT_SET:-}" ] || [ -n "$OUT" ] || die $EXIT_USAGE "--out '': want a directory"
-	[ -n "$OUT" ] || OUT="$TOP/outputs/$(uname -r)"
+	[ -n "$OUT" ] || OUT="${OUTPUTS:-$TOP/outputs}/$(uname -r)"
 	OUT=$(rs_check_out "$OUT") || exit
 	RS_STATE=$(rs_state_dir) || exit $EXIT_FAIL
 	RS_RUN_ID=$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')
@@ -261,7 +261,9 @@ rs_switch_out() {
 # TMPDIR_RUN), by rename(2) alone.  Each directory between $OUT and DEST is made if missing; one
 # that is a symlink (tcplab makes none) is removed first, so nothing is written through it.  An
 # old DEST (or a link in its place) is renamed into TMPDIR_RUN and removed there; DEST is never
-# moved into (mv -T).  Returns 1 with one line on stderr on failure.
+# moved into (mv -T).  SRC, a unit's raw directory, first gets tcplab-version.txt: the tcplab
+# that ran the unit (TCPLAB_VERSION), which its report records as tcplab_version.  Returns 1 with
+# one line on stderr on failure.
 rs_install_dir() {
 	local src=$1 dest=$2 rel path=$OUT part old="" IFS=/
 	case $dest in "$OUT"/?*) ;; *) echo "$PROG: $dest is not inside $OUT" >&2; return 1 ;; esac
@@ -278,6 +280,10 @@ rs_install_dir() {
 	if [ -e "$dest" ] || [ -L "$dest" ]; then
 		old=$(mktemp -d "$TMPDIR_RUN/.old-XXXXXX") || return 1
 		mv -T -- "$dest" "$old/d" || return 1
+	fi
+	if [ -n "${TCPLAB_VERSION:-}" ]; then
+		rm -f -- "$src/tcplab-version.txt" &&
+			printf '%s\n' "$TCPLAB_VERSION" > "$src/tcplab-version.txt" || return 1
 	fi
 	mv -T -- "$src" "$dest" || return 1
 	[ -z "$old" ] || rm -rf -- "$old"

@@ -36,6 +36,7 @@ TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 CACHE=${TCPLAB_CACHE:-/var/cache/tcplab}
 BUILD=${TCPLAB_BUILD:-build}
 case $BUILD in /*) BINDIR=$BUILD/bin ;; *) BINDIR=$TOP/$BUILD/bin ;; esac
+BINDIR=${TCPLAB_BIN:-$BINDIR}	# run.sh's programs (an installed tcplab's: libexec/tcplab)
 PROG=vm.sh
 # shellcheck source=experiments/lib/runstate.sh
 . "$TOP/experiments/lib/runstate.sh"	# rs_reap_vm_dirs
