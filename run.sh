@@ -83,7 +83,10 @@ Installed (make install, as tcplab), it builds nothing and writes outputs/ of th
   --all            the default units and the labs (set "labs")
   NAME...          only these units, each once (see --list)
   --kernel VER     run inside a Debian kernel VER (e.g. 5.10, 6.1, 6.12, 7.2) booted under QEMU,
-                   fetched with tcplab's own apt configuration (docs/kernel-matrix.md, "Kernels")
+                   fetched with tcplab's own apt configuration (docs/kernel-matrix.md, "Kernels");
+                   VER is a Debian cloud kernel series: 4.19, 4.20, or 5.0 .. 9.20 (no Linux
+                   major has had more than 21 minors); anything else is refused before apt is
+                   touched
   --kernel all     the host's run and a guest each of 5.10, 6.1, 6.12 and 7.2, side by side (as
                    many guests at once as a measured memory budget and the CPUs allow, the rest
                    queued); each writes its own outputs/<release>/ (--out DIR: DIR/<release>/),
@@ -91,8 +94,6 @@ Installed (make install, as tcplab), it builds nothing and writes outputs/ of th
                    guests' vm.txt says side_by_side=N; exit 0, or the worst run's status
                    (docs/kernel-matrix.md, "All kernels at once")
   --accel A        with --kernel: tcg (default, measured faster here) or kvm
-                   VER is a Debian cloud kernel series: 4.19, or 5.0 .. 9.20 (no Linux major has
-                   had more than 21 minors); anything else is refused before apt is touched
   --out DIR        write to DIR instead of outputs/<kernel release>; one run at a time per DIR
   --mtu N          the MTU of the wire units' veth pair (68..65535) instead of experiments/units'
   --allow-foreign-out  as root, write to a DIR another user owns (refused by default)
