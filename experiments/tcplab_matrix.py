@@ -274,7 +274,7 @@ def f_timeout(r, f):
         f.run(name, f"{name}: ", r.get(name), [SYN_BACKOFF])
         if isinstance(get(r, f"{name}.packets"), dict):   # null: collected before the capture
             f.add(f"{name}-syns-after-timeout", f"{name}: SYNs captured after its timeout",
-                  "exact", get(r, f"{name}.packets.syns_after_timeout"))
+                  "exact", get(r, f"{name}.packets.syns_after_timeout"), causes=[SYN_BACKOFF])
     f.add("keep-retransmits-after-timeout", "keep: SYN retransmissions after its timeout",
           "exact", r.get("keep_retransmits_after_timeout"), causes=[SYN_BACKOFF])
 
