@@ -207,6 +207,7 @@ EXP=${TCPLAB_EXPERIMENTS:-$TOP/experiments}
 UNITS_FILE=$EXP/units
 UNIT_NAMES=()
 declare -A U_REPORT=() U_SET=() U_QUICK=() U_ALONE=() U_EXPECT=() U_LIMIT=() U_ROOT=() U_NETNS=() U_QEMU=()
+declare -A U_QEMU_WHY=()	# qemu=no units: why not in a guest ("# qemu no: UNIT: why" lines)
 declare -A U_MTU=()	# wire units: the veth pair's MTU (netns "wire" is 1500, "wire:N" is N)
 
 # col NAME VALUE REGEX WANT: unless a column was already found bad, check VALUE against REGEX.
@@ -216,10 +217,16 @@ col() {
 
 # Read and check the table; a bad line is one message naming the file and line, exit 1.
 load_units() {
-	local n=0 name report set quick alone expect limit root netns qemu extra bad
+	local n=0 line name report set quick alone expect limit root netns qemu extra bad
 	[ -f "$UNITS_FILE" ] && [ -r "$UNITS_FILE" ] || die $EXIT_FAIL "cannot read the unit table $UNITS_FILE"
-	while read -r name report set quick alone expect limit root netns qemu extra; do
+	while IFS= read -r line; do
 		n=$((n + 1))
+		# "# qemu no: UNIT: why": the reason a qemu=no unit gives for not running in a guest
+		if [[ $line =~ ^#\ qemu\ no:\ ([a-z0-9][a-z0-9-]*):\ (.+)$ ]]; then
+			U_QEMU_WHY[${BASH_REMATCH[1]}]=${BASH_REMATCH[2]}
+			continue
+		fi
+		read -r name report set quick alone expect limit root netns qemu extra <<< "$line"
 		case $name in '' | '#'*) continue ;; esac
 		bad=""
 		[ -n "$qemu" ] && [ -z "$extra" ] || bad="want 10 columns"
@@ -249,6 +256,11 @@ load_units() {
 	[ ${#UNIT_NAMES[@]} -gt 0 ] || die $EXIT_FAIL "$UNITS_FILE lists no unit"
 }
 
+# qemu_no UNIT: the words saying why UNIT does not run under --kernel.
+qemu_no() {
+	echo "qemu=no in experiments/units${U_QEMU_WHY[$1]:+: ${U_QEMU_WHY[$1]}}"
+}
+
 # --list: the table, one aligned line per unit under a header.
 list_units() {
 	local u f="%-22s %-22s %-8s %-6s %-5s %8s %8s  %-4s %5s  %s\n"
@@ -271,9 +283,9 @@ select_units() {
 		[ -z "$quick" ] || [ "${U_QUICK[$u]}" = run ] || continue
 		PLAN+=("$u")
 		if [ -n "$KERNEL" ] && [ "$KERNEL" != all ] && [ "${U_QEMU[$u]}" = no ]; then
-			log "$u: not run under --kernel (qemu=no in experiments/units)"
+			log "$u: not run under --kernel ($(qemu_no "$u"))"
 			SKIPPED+=("$u")
-			WHY[$u]="skipped: not run under --kernel (qemu=no in experiments/units)"
+			WHY[$u]="skipped: not run under --kernel ($(qemu_no "$u"))"
 			continue
 		fi
 		out+=("$u")
@@ -716,7 +728,7 @@ main() {
 		case $seen in *" $u "*) die $EXIT_USAGE "unit '$u' named twice" ;; esac
 		seen="$seen$u "
 		[ -z "$KERNEL" ] || [ "$KERNEL" = all ] || [ "${U_QEMU[$u]}" = yes ] ||
-			die $EXIT_USAGE "$u cannot run under --kernel (qemu=no in experiments/units)"
+			die $EXIT_USAGE "$u cannot run under --kernel ($(qemu_no "$u"))"
 	done
 	if [ ${#units[@]} -gt 0 ] && [ -n "$all" ]; then
 		die $EXIT_USAGE "--all selects the units: name none with it"

@@ -796,8 +796,13 @@ def read_units(path=None):
     if path is None:
         exp = os.environ.get("TCPLAB_EXPERIMENTS") or os.path.dirname(os.path.abspath(__file__))
         path = os.path.join(exp, "units")
-    units = []
+    units, qemu_why = [], {}
     for n, line in enumerate(read_lines(path), 1):
+        # "# qemu no: UNIT: why": why a qemu=no unit does not run in a --kernel guest
+        m = re.fullmatch(r"# qemu no: ([a-z0-9][a-z0-9-]*): (.+)", line.rstrip("\n"))
+        if m:
+            qemu_why[m.group(1)] = m.group(2).strip()
+            continue
         words = line.split()
         if not words or words[0].startswith("#"):
             continue
@@ -819,6 +824,8 @@ def read_units(path=None):
         if u["report"] == "-":
             u["report"] = None
         units.append(u)
+    for u in units:
+        u["qemu_why"] = None if u["qemu"] else qemu_why.get(u["unit"])
     return units
 
 

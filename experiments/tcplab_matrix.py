@@ -12,7 +12,8 @@ p03-small-writes, RST on close in p05-close, the TIME-WAIT length in p06-time-wa
 in p06-port-exhaustion, tcp_info's length as sock_diag gave it, ...).
 
 A cell is a value, "not run: WHY" (the unit's report is missing from that directory: WHY is its
-raw/<unit>/status.txt, the unit table's qemu=no for a guest, or simply that no .json is there) or
+raw/<unit>/status.txt, the unit table's qemu=no for a guest with its "# qemu no: UNIT: why"
+line, or simply that no .json is there) or
 "not recorded" (the report is there, without that fact: an older output).  A row whose values
 differ between columns (the diff's tolerances: tcplab_diff.close_times, close_counts,
 schedule_differs) is marked, and names its explanation: an anchor of docs/kernel-diff.md, or
@@ -138,7 +139,8 @@ class Column:
             if status:
                 return f"not run: {status}"
         if self.accel and units.get(report) and not any(u["qemu"] for u in units[report]):
-            return "not run: host only (experiments/units: qemu no)"
+            why = "; ".join(u["qemu_why"] for u in units[report] if u.get("qemu_why"))
+            return f"not run: host only (experiments/units: qemu no{': ' + why if why else ''})"
         return f"not run: no {report}.json here"
 
 
@@ -273,7 +275,7 @@ def f_timeout(r, f):
         f.run(name, f"{name}: ", r.get(name), [SYN_BACKOFF])
         if isinstance(get(r, f"{name}.packets"), dict):   # null: collected before the capture
             f.add(f"{name}-syns-after-timeout", f"{name}: SYNs captured after its timeout",
-                  "exact", get(r, f"{name}.packets.syns_after_timeout"))
+                  "exact", get(r, f"{name}.packets.syns_after_timeout"), causes=[SYN_BACKOFF])
     f.add("keep-retransmits-after-timeout", "keep: SYN retransmissions after its timeout",
           "exact", r.get("keep_retransmits_after_timeout"), causes=[SYN_BACKOFF])
 

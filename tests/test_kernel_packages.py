@@ -10,6 +10,8 @@ import subprocess
 
 import pytest
 
+import tcplab
+
 TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 KP = os.path.join(TOP, "experiments", "lib", "kernelpkg.sh")
 REL = "9.9.1+deb99-cloud-amd64"
@@ -224,5 +226,8 @@ def test_run_sh_accepts_the_new_series(series, accepted):
     assert r.stderr.count("\n") == 1, r.stderr
     if accepted:
         assert "connect-modes cannot run under --kernel" in r.stderr, r.stderr
+        # and it says why, in the unit table's own words ("# qemu no: connect-modes: ...")
+        why = next(u["qemu_why"] for u in tcplab.read_units() if u["unit"] == "connect-modes")
+        assert why and f"(qemu=no in experiments/units: {why})" in r.stderr, r.stderr
     else:
         assert "no such Debian cloud kernel series" in r.stderr, r.stderr

@@ -277,13 +277,18 @@ deb_role() {
 	esac
 }
 
-# find_package: sets APTDIR, SUITE and CANDIDATES (image packages of VERSION, newest first) from
-# the oldest suite family whose lists (tcplab's own, $CACHE/apt/SUITE, refreshed daily) carry
-# VERSION; CANDIDATES empty when none does or the archive cannot be reached.
+# find_package [AFTER]: sets APTDIR, SUITE and CANDIDATES (image packages of VERSION, newest
+# first) from the oldest suite family after AFTER (all of them without it) whose lists (tcplab's
+# own, $CACHE/apt/SUITE, refreshed daily) carry VERSION; CANDIDATES empty when none does or the
+# archive cannot be reached.
 find_package() {
-	local s
+	local s after=${1:-}
 	APTDIR="" SUITE="" CANDIDATES=()
 	for s in $KP_SUITES; do
+		if [ -n "$after" ]; then
+			[ "$s" != "$after" ] || after=""
+			continue
+		fi
 		kp_setup "$CACHE" "$s" || return 0
 		if ! kp_fresh "$KP_DIR"; then
 			progress "apt-get update $s (tcplab's own lists in $KP_DIR)"
@@ -305,23 +310,30 @@ resolve_kernel() {
 	[[ $CACHE != *$'\n'* ]] || fail 2 "TCPLAB_CACHE: a directory name with a newline"
 	exec 9>"$CACHE/kernels/.lock"
 	flock 9
-	local pkg tries=0 parts suite
-	find_package
-	KDIR=""
-	for pkg in "${CANDIDATES[@]}"; do
-		KDIR=$(cached_package "$pkg")
-		[ -z "$KDIR" ] || break
-		# one the mirror refused since these lists were fetched is not asked for again
-		! grep -qxF "$pkg" "$APTDIR/unfetchable" 2>/dev/null || continue
-		[ "$tries" -lt 5 ] || break	# a mirror may lag its lists by a few uploads
-		tries=$((tries + 1))
-		mapfile -t parts < <(kp_parts "$APTDIR" "$pkg")
-		suite=$(kp_suite_of "$APTDIR" "$pkg")
-		progress "fetching ${parts[*]} ($suite) into $CACHE/kernels"
-		KDIR=$(download_unpack "$APTDIR" "${suite:-$SUITE}" "${parts[@]}") && break
-		KDIR=""
-		echo "$pkg" >>"$APTDIR/unfetchable"
-		progress "cannot fetch $pkg; trying the next older"
+	local pkg tries parts suite
+	KDIR="" SUITE=""
+	# a family none of whose candidates can be fetched (bullseye-security names 6.1 backports,
+	# 6.1.0-0.deb11.N, that the mirror may not serve) gives way to the next family
+	while [ -z "$KDIR" ]; do
+		find_package "$SUITE"
+		[ ${#CANDIDATES[@]} -gt 0 ] || break
+		tries=0
+		for pkg in "${CANDIDATES[@]}"; do
+			KDIR=$(cached_package "$pkg")
+			[ -z "$KDIR" ] || break
+			# one the mirror refused since these lists were fetched is not asked for again
+			! grep -qxF "$pkg" "$APTDIR/unfetchable" 2>/dev/null || continue
+			[ "$tries" -lt 5 ] || break	# a mirror may lag its lists by a few uploads
+			tries=$((tries + 1))
+			mapfile -t parts < <(kp_parts "$APTDIR" "$pkg")
+			suite=$(kp_suite_of "$APTDIR" "$pkg")
+			progress "fetching ${parts[*]} ($suite) into $CACHE/kernels"
+			KDIR=$(download_unpack "$APTDIR" "${suite:-$SUITE}" "${parts[@]}") && break
+			KDIR=""
+			echo "$pkg" >>"$APTDIR/unfetchable"
+			progress "cannot fetch $pkg; trying the next older"
+		done
+		[ -n "$KDIR" ] || progress "no $VERSION package of $SUITE could be fetched; trying the next suite family"
 	done
 	[ -n "$KDIR" ] || KDIR=$(newest_cached)
 	flock -u 9
