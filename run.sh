@@ -758,6 +758,9 @@ main() {
 		for u in "${named_units[@]}"; do
 			[ "${U_QEMU[$u]}" = yes ] || log "$u: on the host only (qemu=no in experiments/units)"
 		done
+		# built first: the driver's vm.sh --resolve needs the programs, and five children
+		# building one fresh clone at once would race
+		ensure_built
 		exec "$PY" "$TOP/experiments/tcplab_all.py" --run-sh "$TOP/run.sh" ${quick:+--quick} ${all:+--all} \
 			${accel_set:+--accel "$ACCEL"} ${MTU_OPT:+--mtu "$MTU_OPT"} ${OUT_SET:+--out "$OUT"} \
 			${RS_ALLOW_FOREIGN:+--allow-foreign-out} --host-units "${named_units[*]}" --guest-units "${guest_units[*]}"
