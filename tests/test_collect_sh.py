@@ -42,3 +42,26 @@ def test_an_exit_without_the_lines_still_fails(tmp_path):
     r = run(tmp_path, 3)
     assert r.returncode == 1 and r.stdout == ""
     assert "prog exited before 3 lines of '^ready '" in r.stderr
+
+
+DIES_WATCHING = r"""
+. "$COLLECT"
+tl_init "$RAWDIR"
+tl_watch "$RAWDIR/sockwatch.txt" -4 -s listen -p 1
+ls "$RAWDIR"
+tl_die "made to fail while sockwatch runs"
+"""
+
+
+def test_a_unit_that_dies_while_watching_leaves_no_fifo(tmp_path, bindir):
+    """tl_watch's two fifos are removed by the exit trap too: a failed unit's raw directory is
+    kept, and a fifo in it could not be committed (one was, in a 6.12 guest's p04-full-buffers)."""
+    raw = tmp_path / "raw"
+    r = subprocess.run(["sh", "-c", DIES_WATCHING, "t.sh"], capture_output=True, text=True,
+                       timeout=60, env=dict(os.environ, COLLECT=COLLECT, RAWDIR=str(raw),
+                                            TL_UNIT="t", TL_BIN=bindir))
+    assert r.returncode != 0 and "made to fail while sockwatch runs" in r.stderr, r.stderr
+    assert "sockwatch.txt.fifo" in r.stdout, r.stdout      # they were there while it ran
+    left = sorted(p.name for p in raw.iterdir())
+    assert not [n for n in left if n.endswith(".fifo")], left
+    assert "sockwatch.txt" in left

@@ -54,6 +54,11 @@ tl_cleanup() {
 		wait "$p" 2>/dev/null
 	done
 	TL_PIDS=""
+	# a unit that died between tl_watch and tl_unwatch leaves tl_watch's fifos: they are not
+	# data, and a failed unit's raw directory is kept (and may be committed: git cannot hold one)
+	for p in "${RAW:-/nonexistent}"/*.fifo; do
+		[ ! -p "$p" ] || rm -f "$p"
+	done
 }
 
 # tl_elf FILE: whether FILE is an executable ELF file (a truncated or empty one is not: sh would
