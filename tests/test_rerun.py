@@ -1,0 +1,83 @@
+"""outputs/rerun/<release>/: a second --all run of each guest kernel (./run.sh --kernel all
+--all, docs/kernel-diff.md "Two runs of one kernel under TCG").  That section explains a changed
+matrix row by showing the same kernel giving two values; these tests keep the claim true."""
+import os
+import re
+import sys
+
+import pytest
+
+TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(TOP, "experiments"))
+import tcplab_matrix as M  # noqa: E402
+
+OUT = os.path.join(TOP, "outputs")
+RERUN = os.path.join(OUT, "rerun")
+DOC = os.path.join(TOP, "docs", "kernel-diff.md")
+KERNELS = sorted(os.listdir(RERUN)) if os.path.isdir(RERUN) else []
+
+
+def section():
+    with open(DOC) as f:
+        text = f.read()
+    m = re.search(r"^### Two runs of one kernel under TCG\n(.*?)(?=^##)", text, re.S | re.M)
+    assert m, "docs/kernel-diff.md has no section 'Two runs of one kernel under TCG'"
+    return m.group(1)
+
+
+def changed_within(kernel, environment=False):
+    """{row key: [first, second]} of the rows that change between the two runs of kernel; the
+    sysctls the kernel sizes from memory at boot (the matrix's environment rows) only with
+    `environment`: a few pages more or less free at boot move tcp_rmem[2] by 32 bytes."""
+    m = M.build([os.path.join(OUT, kernel), os.path.join(RERUN, kernel)])
+    return {r["key"]: [c["text"] for c in r["cells"]] for r in m["rows"]
+            if r["changed"] and (environment or not r["environment"])}
+
+
+def test_the_four_guest_kernels_were_run_again():
+    assert [k.split(".")[0] + "." + k.split(".")[1].split("-")[0] for k in KERNELS] == \
+        ["5.10", "6.1", "6.12", "7.2"]
+    for k in KERNELS:
+        assert os.path.isdir(os.path.join(OUT, k)), f"outputs/rerun/{k} has no reference set"
+        with open(os.path.join(RERUN, k, "raw", "p01-machine", "vm.txt")) as f:
+            vm = f.read()
+        assert f"kernel={k}" in vm and "side_by_side=4" in vm, vm[:300]
+
+
+def test_every_row_said_to_change_between_runs_does():
+    """Each row of the section's tables changed between the two runs of every kernel it names,
+    with the values it quotes."""
+    text = section()
+    within = {k: changed_within(k) for k in KERNELS}
+    short = {k: re.match(r"[0-9]+\.[0-9]+", k).group(0) for k in KERNELS}
+    rows = re.findall(r'^\| <a id="([^"]+)"></a>[^|]*\| (.*) \|$', text, re.M)
+    assert len(rows) >= 40, "the section lists fewer rows than it did"
+    for key, cells in rows:
+        for part in cells.split("; "):
+            series, _, vals = part.partition(": ")
+            kernel = next(k for k in KERNELS if short[k] == series)
+            assert key in within[kernel], f"{key}: the two {series} runs agree now"
+            assert vals == " / ".join(within[kernel][key]).replace("|", "/"), (key, series)
+
+
+def test_the_section_explains_what_the_matrix_links_to_it():
+    """Every anchor of the section is a changed row of the committed matrix, linked there."""
+    m = M.build([os.path.join(TOP, p) for p in (
+        "outputs/5.10.0-43-cloud-amd64", "outputs/6.1.0-57-cloud-amd64",
+        "outputs/6.12.117+deb12-cloud-amd64", "outputs/6.18.44-fc-v1045",
+        "outputs/7.2.13+deb14-cloud-amd64")])
+    rows = {r["key"]: r for r in m["rows"]}
+    for key in re.findall(r'<a id="([^"]+)"></a>', section()):
+        assert rows[key]["changed"], key
+        assert rows[key]["explanation"] == f"docs/kernel-diff.md#{key}", key
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_a_second_run_is_not_a_kernel_difference_where_the_kernel_is_the_same(kernel):
+    """The sysctls (but those sized from memory) and the SYN schedule of one kernel do not
+    change between its two runs."""
+    within = changed_within(kernel)
+    assert set(changed_within(kernel, environment=True)) - set(within) <= {"tcp_rmem", "tcp_wmem"}
+    assert not [k for k in within if not re.match(r"(p0[1-6]|accept-path|poll|connect)", k)], \
+        sorted(within)
+    assert "p01-synretry-syncnt-syn-retransmissions" not in within
