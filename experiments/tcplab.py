@@ -680,12 +680,18 @@ def tcplab_version(rawdir):
     """The tcplab that ran the unit (raw/<unit>/tcplab-version.txt, written by run.sh), or None
     for a raw directory from before run.sh wrote it (such as the committed references, whose
     replays so stay byte for byte what was committed)."""
-    path = os.path.join(rawdir, "tcplab-version.txt")
+    return one_line_file(os.path.join(rawdir, "tcplab-version.txt"), r"[!-~]{1,64}",
+                         "a version (one word of printable ASCII)")
+
+
+def one_line_file(path, pattern, what):
+    """The first line of an optional raw file, stripped, which must match pattern; None when
+    the file is not there, RawError "PATH: not WHAT" when it does not match."""
     lines = read_lines(path, optional=True)
     if lines is None:
         return None
-    if not lines or not re.fullmatch(r"[!-~]{1,64}", lines[0].strip()):
-        raise RawError(f"{path}: not a version (one word of printable ASCII)")
+    if not lines or not re.fullmatch(pattern, lines[0].strip()):
+        raise RawError(f"{path}: not {what}")
     return lines[0].strip()
 
 
@@ -707,13 +713,8 @@ def unit_dir(rawroot, unit):
 
 def collected_at(rawdir):
     """The UTC time the unit was collected (collected-at.txt), or None when not recorded."""
-    path = os.path.join(rawdir, "collected-at.txt")
-    lines = read_lines(path, optional=True)
-    if lines is None:
-        return None
-    if not lines or not re.fullmatch(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:]{8}Z", lines[0].strip()):
-        raise RawError(f"{path}: not a UTC time (YYYY-MM-DDTHH:MM:SSZ)")
-    return lines[0].strip()
+    return one_line_file(os.path.join(rawdir, "collected-at.txt"),
+                         r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:]{8}Z", "a UTC time (YYYY-MM-DDTHH:MM:SSZ)")
 
 
 def kernel_release(rawdir):
