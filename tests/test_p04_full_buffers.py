@@ -57,7 +57,12 @@ def check_zero_window(j):
         # what the sender says is in its buffer
         ev = p["server_events"]
         assert any(e.get("rcv_wnd") == 0 for e in ev) or ev[0].get("rcv_wnd") is None, name
-        assert max(e["rq"] for e in ev) == p["receiver_unread"], name
+        # ... up to the window's reopening: once the reader drains (SIGUSR1, after it printed
+        # `held`), the sender's Send-Q flows in, and a reader slower than it can see more queued
+        # than it held (a loaded CI run: rq 130320 after the reopening, 127056 held and before)
+        reopen = p["window_reopened_ms"]
+        before = [e["rq"] for e in ev if reopen is None or e["t_s"] * 1000 < reopen]
+        assert max(before) == p["receiver_unread"], name
 
 
 def check_probes(j):
