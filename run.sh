@@ -756,7 +756,7 @@ main() {
 		[ -z "$named" ] || [ ${#guest_units[@]} -gt 0 ] ||
 			die $EXIT_USAGE "--kernel all: none of ${named_units[*]} runs in a guest (qemu=no in experiments/units): run it without --kernel"
 		for u in "${named_units[@]}"; do
-			[ "${U_QEMU[$u]}" = yes ] || log "$u: on the host only (qemu=no in experiments/units)"
+			[ "${U_QEMU[$u]}" = yes ] || log "$u: on the host only ($(qemu_no "$u"))"
 		done
 		# built first: the driver's vm.sh --resolve needs the programs, and five children
 		# building one fresh clone at once would race

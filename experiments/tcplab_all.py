@@ -56,6 +56,7 @@ RESERVE_MIN_KB = 1024 * 1024
 GUESTS_PER_CPU = 2
 STOP_WAIT_S = 40      # run.sh's own cleanup: vm.sh gives QEMU 5 s, then namespaces, temp dirs
 EXIT_FAIL, EXIT_USAGE, EXIT_SKIP = 1, 2, 4
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 
 
 def reserve_kb(mem_total_kb):
@@ -204,16 +205,16 @@ def resolve(driver, kernel, accel):
     argv = [VM] + (["--accel", accel] if accel else []) + ["--resolve", kernel]
     p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, start_new_session=True)
-    driver.running.append(Job(kernel, argv))
-    driver.running[-1].proc = p
+    job = Job(kernel, argv)     # in driver.running while it runs, so stop_all() stops it
+    job.proc = p
+    driver.running.append(job)
     last = ""
     for raw in p.stderr:
         last = raw.decode("utf-8", "replace").rstrip("\n") or last
         driver.say(kernel, last)
     out = p.stdout.read().decode("utf-8", "replace").split()
-    rc = p.wait()
-    driver.running[-1].rc = rc
-    driver.running.pop()
+    rc = job.rc = p.wait()
+    driver.running.remove(job)
     if rc == 0 and out:
         return 0, out[0]
     return (rc or EXIT_FAIL), last or f"vm.sh --resolve exited {rc}"
@@ -238,7 +239,7 @@ def main(argv):
                                GUEST_PEAK_KB, cpus)
     plan_only = os.environ.get("TCPLAB_ALL_PLAN") == "1"
     driver = Driver(o)
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
+    for sig in STOP_SIGNALS:
         signal.signal(sig, on_signal)
     status = 0
     try:
@@ -303,14 +304,13 @@ def main(argv):
         driver.say("all", f"finished in {wall:.0f} s; {'every kernel succeeded' if status == 0 else f'exit {status}'}")
         return status
     except Stop as e:
-        signal.signal(e.signum, signal.SIG_IGN)
-        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
+        for sig in STOP_SIGNALS:
             signal.signal(sig, signal.SIG_IGN)
         driver.say("all", f"interrupted (SIG{signal.Signals(e.signum).name[3:]}): stopping every kernel's run")
         status = 128 + e.signum
         return status
     finally:
-        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
+        for sig in STOP_SIGNALS:
             signal.signal(sig, signal.SIG_IGN)
         driver.stop_all()
 
