@@ -16,8 +16,9 @@
 #   temporary files in output directories whose lock it holds.
 # - Temporary directories come from mktemp -d; raw directories are put in place by rename(2)
 #   (rs_install_dir), never through a symlink tcplab did not make.
-# - The EXIT trap runs once; every catchable signal (INT TERM HUP QUIT) is ignored from the
-#   moment cleanup starts, so a second signal cannot cut it short.
+# - Cleanup (rs_cleanup) runs from the EXIT trap or from a signal's handler; every catchable
+#   signal (INT TERM HUP QUIT) is ignored from the moment it starts, and a signal that slips in
+#   before that runs the whole cleanup itself, so a second signal cannot cut it short.
 #
 # Functions called from run.sh: rs_start, rs_switch_out, make_ns, rs_install_dir, rs_run_vm.
 # Error rule: a function that can fail prints one line on stderr and returns 1, except rs_start and
@@ -350,18 +351,30 @@ rs_reap_vm_dirs() {
 }
 
 # A catchable signal: from now on every such signal is ignored (so is it by what cleanup runs),
-# then exit, which runs the EXIT trap once.
+# and the cleanup runs here, to its end, before the exit.  Not `exit` alone: a signal that comes
+# while the EXIT trap runs, before that trap's first line ignores it, would run this handler
+# inside the trap, and an `exit` there ends the shell at once, with the trap cut short (seen once
+# in CI: SIGHUP right after "finished" left .tmp-XXXXXXXX and the run's record behind).  Each
+# step of the cleanup can be done twice, so a cleanup cut short by this one is simply finished
+# by it.
 rs_on_signal() {
 	trap '' INT TERM HUP QUIT
 	log "$3 (SIG$1): stopping every unit"
-	exit "$2"
+	rs_cleanup "$2"
 }
 
-# The EXIT trap: stop vm.sh and the units, delete the namespaces and the temporary directory,
-# then drop the record and the locks.  Runs to its end whatever signal comes meanwhile.
+# The EXIT trap.
 rs_on_exit() {
-	local status=$? ns pid n
+	rs_cleanup $?
+}
+
+# rs_cleanup STATUS: stop vm.sh and the units, delete the namespaces and the temporary
+# directory, then drop the record and the locks, and exit with STATUS.  Runs to its end whatever
+# signal comes meanwhile, and runs once: the EXIT trap is dropped first.
+rs_cleanup() {
+	local status=$1 ns pid n
 	trap '' INT TERM HUP QUIT
+	trap - EXIT
 	set +eu	# an error or an unset name must not cut the cleanup short
 	if [ -n "$RS_VM_PID" ]; then
 		kill -TERM "$RS_VM_PID" 2> /dev/null

@@ -104,6 +104,8 @@ progress() {
 
 cleanup() {
 	local pid
+	trap '' INT TERM HUP QUIT
+	trap - EXIT
 	[ -n "$WORK" ] && [ -s "$WORK/qemu.pid" ] && QEMU_PID=$(cat "$WORK/qemu.pid")
 	for pid in "$QEMU_PID" "$TIMEOUT_PID"; do
 		if [ -n "$pid" ]; then kill "$pid" 2>/dev/null || true; fi
@@ -115,10 +117,14 @@ cleanup() {
 	fi
 }
 
-# $1 the signal's name, $2 the exit status; cleanup (the EXIT trap) is not cut short by another.
+# $1 the signal's name, $2 the exit status.  The cleanup runs here, to its end, not through
+# `exit` and the EXIT trap: a signal that came while that trap ran, before it ignored signals,
+# would run this inside it, and an `exit` there would cut it short (runstate.sh's rs_on_signal
+# says more).
 on_signal() {
 	trap '' INT TERM HUP QUIT
 	echo "vm.sh: interrupted (SIG$1)" >&2
+	cleanup
 	exit "$2"
 }
 
