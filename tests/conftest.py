@@ -29,6 +29,8 @@ CAN_NETNS = _can_netns()
 def pytest_configure(config):
     config.addinivalue_line("markers", "netns: needs root and network namespaces")
     config.addinivalue_line("markers", "qemu: boots a Debian kernel under QEMU (slow)")
+    config.addinivalue_line("markers", "interrupt: kills runs by signal to test run.sh's cleanup "
+                            "(the sanitizer pass leaves these out: a killed program reports nothing)")
 
 
 def pytest_collection_modifyitems(config, items):

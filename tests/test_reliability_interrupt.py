@@ -26,7 +26,7 @@ import pytest
 
 from conftest import TOP
 
-pytestmark = pytest.mark.netns
+pytestmark = [pytest.mark.netns, pytest.mark.interrupt]
 RUN = os.path.join(TOP, "run.sh")
 INTERRUPTS = 20
 CONNECTS = "200"
