@@ -154,6 +154,22 @@ def seg_counts(segs):
             "rst": sum(1 for p in segs if p["dir"] == "s>c" and "R" in p["flags"])}
 
 
+def unanswered_syns(segs):
+    """The client's SYNs that no SYN-ACK answered, in one connection's segments as the server's
+    end saw them: every SYN before the one the first SYN-ACK answered (a full queue dropped
+    them: TcpExtListenDrops, and TcpExtTCPReqQFullDrop or TcpExtListenOverflows), or every SYN
+    when none came.  A SYN after that SYN-ACK found the request and was not dropped.  Counting
+    only the clients still in SYN-SENT at the end undercounts wherever a dropped client got in
+    later (the guests: the requests expire after the SYN-ACK's retries and free their slots)."""
+    got = []
+    for p in segs:
+        if p["dir"] == "s>c" and p["flags"] == "SA":
+            return got[:-1]
+        if p["dir"] == "c>s" and p["flags"] == "S":
+            got.append(p)
+    return got
+
+
 def client_rows(part, group, cl, csnap, srv_by_peer, cap, cuts):
     rows = []
     by_local = {d.str("local"): d for d in csnap}
@@ -163,6 +179,8 @@ def client_rows(part, group, cl, csnap, srv_by_peer, cap, cuts):
         where, srow = side_of(srv_by_peer, c["local"])
         segs = pkt.conn_packets(cap, c["local"])
         lo, hi = ([p for p in segs if p["t_ns"] <= cut] for cut in cuts)
+        un = unanswered_syns(segs)
+        un_lo, un_hi = (sum(1 for p in un if p["t_ns"] <= cut) for cut in cuts)
         snd, rcv, aft = cl["sends"].get(i), cl["recvs"].get(i), cl["after"].get(i)
         rows.append({
             "group": group, "i": i, "local": c["local"], "connect": c["result"],
@@ -176,7 +194,8 @@ def client_rows(part, group, cl, csnap, srv_by_peer, cap, cuts):
             "server": where, "server_state": srow["state"] if srow else None,
             "server_rq": srow["rq"] if srow else None,
             "server_retrans": srow["retrans"] if srow else None,
-            "at_server": seg_counts(hi), "at_server_by_snapshot": seg_counts(lo)})
+            "at_server": dict(seg_counts(hi), syn_unanswered=un_hi),
+            "at_server_by_snapshot": dict(seg_counts(lo), syn_unanswered=un_lo)})
     return rows
 
 
@@ -244,6 +263,7 @@ def summary(r):
     # before them, up to the mark]: the counters lie between
     out["bounds"] = {}
     for key, xs, what, f in (("syns_from_pending", pend, "syn", lambda v: v),
+                             ("syns_unanswered", rows, "syn_unanswered", lambda v: v),
                              ("acks_from_unqueued", unq, "acking", lambda v: v),
                              ("synacks_beyond_first", rows, "synack", lambda v: max(0, v - 1)),
                              ("rsts_at_server_end", rows, "rst", lambda v: v)):
@@ -336,7 +356,8 @@ def part_lines(r, what):
               f"connect() returned for {sm['connected']}, still pending for {sm['pending']}; "
               f"connected but not queued: {sm['connected_not_queued']}",
               "at the server's end, until the counters were read: "
-              f"{sm['syns_from_pending']} SYNs from the clients still in SYN-SENT,",
+              f"{sm['syns_unanswered']} SYNs no SYN-ACK answered, {sm['syns_from_pending']} of "
+              "them from the clients still in SYN-SENT;",
               f"  {sm['acks_from_unqueued']} ACK-bearing segments from those connected but not "
               f"queued; {sm['synacks_beyond_first']} SYN-ACK retransmissions, "
               f"{sm['rsts_at_server_end']} RSTs"]

@@ -154,14 +154,14 @@ def check_facts(obj):
             if want == "drop":
                 assert mx - (fb + 1) >= mx >> 2       # the quarter rule does not bite first
                 admitted = fb + 1
-                assert between(sm, "syns_from_pending", sc["TcpExtTCPReqQFullDrop"])
+                assert between(sm, "syns_unanswered", sc["TcpExtTCPReqQFullDrop"])
             else:
                 admitted = mx - (mx >> 2) + 1
                 assert admitted <= fb + 1
                 assert sc["TcpExtTCPReqQFullDrop"] == 0
             assert f["requests"] == admitted
             assert sm["pending"] == flood - admitted + 1
-            assert between(sm, "syns_from_pending", sc["TcpExtListenDrops"])
+            assert between(sm, "syns_unanswered", sc["TcpExtListenDrops"])
             assert sc["TcpExtSyncookiesSent"] == 0
             assert client["connect"] == "pending" and client["state"] == "SYN-SENT"
         # the kernel log line: where it exists it names the port and the choice; the quarter
@@ -308,6 +308,29 @@ def test_live_run_shows_the_kernel_facts(tmp_path, bindir):
     assert r.returncode == 0, r.stderr[-3000:]
     check_facts(load(tmp_path))
     assert os.path.getsize(tmp_path / (NAME + "-ladder.svg")) > 0
+
+
+def committed_sets():
+    out = os.path.join(TOP, "outputs")
+    dirs = [os.path.join(out, d) for d in sorted(os.listdir(out))]
+    rerun = os.path.join(out, "rerun")
+    dirs += [os.path.join(rerun, d) for d in sorted(os.listdir(rerun))] if os.path.isdir(rerun) else []
+    return [d for d in dirs if os.path.isfile(os.path.join(d, NAME + ".json"))]
+
+
+@pytest.mark.parametrize("ref", committed_sets(), ids=os.path.basename)
+def test_every_dropped_syn_is_one_no_syn_ack_answered(ref):
+    """In every committed run, host and guests, the server's drop counters lie within the SYNs
+    the capture shows unanswered by a SYN-ACK (up to the snapshot before the counters were read,
+    and up to the mark after).  Counting only the clients still in SYN-SENT at the end does not
+    hold in the guests, where the requests expired and the dropped clients got in later: there
+    flood-drop's +27..+45 against 0..9 such SYNs."""
+    with open(os.path.join(ref, NAME + ".json")) as f:
+        p = json.load(f)["parts"]
+    for part, counter in (("seq", "TcpExtListenOverflows"), ("flood-drop", "TcpExtTCPReqQFullDrop"),
+                          ("flood-drop", "TcpExtListenDrops"), ("flood-quarter", "TcpExtListenDrops")):
+        sm = p[part]["summary"]
+        assert between(sm, "syns_unanswered", sm["server"][counter]), (part, counter)
 
 
 def test_another_listeners_flood_line_is_not_taken_for_this_parts(tmp_path):
