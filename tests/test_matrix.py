@@ -26,12 +26,7 @@ HOST = os.path.join(TOP, KERNELS[3])
 # explain yet.  A later session writes their explanations (an anchor named after the row, e.g.
 # <a id="rmem_default"></a>, or a heading that starts with it) and removes them from this list;
 # test_unexplained_changed_rows_are_listed fails until both are done together.
-UNEXPLAINED = [
-    "p01-connect-time-accept-tcpexttw", "p01-wire-connect-loopback-total-time",
-    "p01-icmp-unreachable-host-unreachable-total-time",
-    "p02-accept-queue-flood-drop-tcpextlistendrops",
-    "p02-accept-queue-flood-drop-tcpexttcpreqqfulldrop", "p03-small-writes-cork-stall-ms",
-]
+UNEXPLAINED = []
 
 
 def run(*args, cwd=TOP):
