@@ -627,6 +627,23 @@ failed_outputs() {
 	done
 }
 
+# --kernel VER without --out: the output directory is the guest's, outputs/<its release>, and it
+# is the one locked from the start (vm.sh --resolve names the release, fetching the package if
+# need be).  Locking the host's outputs/<release> first, as before, made a second --kernel run of
+# another series, started meanwhile, refuse ("in use") for a directory neither writes.
+guest_out() {
+	local line st=0
+	ensure_built	# vm.sh --resolve checks the programs it would put in the guest
+	line=$("$TOP/experiments/lib/vm.sh" --accel "$ACCEL" --resolve "$KERNEL") || st=$?
+	[ "$st" -ne 0 ] || [ -n "${line%% *}" ] || die $EXIT_FAIL "--kernel $KERNEL: vm.sh --resolve named no release"
+	if [ "$st" -ne 0 ]; then	# vm.sh's one line on stderr says why
+		[ "$st" -eq "$EXIT_SKIP" ] || st=$EXIT_FAIL
+		[ -z "$KTAP" ] || ktap_die "$st" "experiments/lib/vm.sh cannot have the $KERNEL kernel here (its reason is on stderr)"
+		exit "$st"
+	fi
+	OUT="$OUTPUTS/${line%% *}"
+}
+
 # Run units inside a Debian kernel under QEMU (experiments/lib/vm.sh); raw files come back to the host and
 # are reported here, into outputs/<the guest's release>/.
 run_vm() {
@@ -787,6 +804,7 @@ main() {
 		units=("${can[@]}")
 	fi
 	[ -z "$KTAP" ] || ktap_start
+	[ -z "$KERNEL" ] || [ -n "$OUT_SET" ] || guest_out
 	rs_start
 	ensure_built
 	local t0=$SECONDS

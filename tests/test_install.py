@@ -2,6 +2,7 @@
 temporary directory is run from a directory outside the clone, with PATH at its bin/ — the
 command, its version, one unit writing into the current directory and nothing into the installed
 tree, the man pages, the bash completion — and uninstall leaves nothing behind."""
+import fcntl
 import json
 import os
 import re
@@ -138,6 +139,35 @@ def test_unit_writes_into_cwd(inst):
     assert r.returncode == 0, r.stderr
     assert os.path.isfile(os.path.join(inst.cwd, "elsewhere-out", "p01-machine.json"))
     assert listing(inst.dest) == before
+
+
+@pytest.mark.qemu
+def test_kernel_run_locks_the_guests_directory_only(inst):
+    """--kernel 6.1 without --out writes ./outputs/<the guest's release>/ and locks only that:
+    another run holding ./outputs/<the host's release>/ (a host run, or a --kernel run of
+    another series) does not make it refuse.  Installed, so that the directories are the test's
+    own and not the clone's committed references."""
+    if shutil.which("qemu-system-x86_64") is None:
+        pytest.skip("qemu-system-x86_64 not installed (make deps-kernel)")
+    if os.geteuid() != 0:
+        pytest.skip("needs root: the kernel cache and apt-get download")
+    host = os.path.join(inst.cwd, "outputs", os.uname().release)
+    os.makedirs(host, exist_ok=True)
+    fd = os.open(host, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)   # as run.sh's lock holder takes it
+        r = inst.tcplab("--kernel", "6.1", "p01-machine", timeout=600)
+    finally:
+        os.close(fd)
+    if r.returncode == 4:
+        pytest.skip("vm.sh: " + r.stderr.strip().splitlines()[-1])
+    assert r.returncode == 0, r.stderr[-3000:]
+    m = re.search(r"outputs in (\S+)/$", r.stderr.strip().splitlines()[-1])
+    assert m and "6.1.0-" in m.group(1), r.stderr[-1000:]
+    guest = [d for d in os.listdir(os.path.join(inst.cwd, "outputs")) if d.startswith("6.1.0-")]
+    assert len(guest) == 1
+    assert os.path.isfile(os.path.join(inst.cwd, "outputs", guest[0], "p01-machine.json"))
+    assert os.listdir(host) == []      # nothing of the guest run's went to the host's
 
 
 def test_incomplete_install(inst, tmp_path):
