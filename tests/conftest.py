@@ -26,11 +26,23 @@ def _can_netns():
 CAN_NETNS = _can_netns()
 
 
+# Test files that run no C program: the reports, the diff, the matrix and the docs are Python,
+# fed recorded raw files.  Marked python_only, so that `make sanitize` (.ci/run) can leave them
+# out: an ASan/UBSan build of the programs changes nothing they run.  tests/test_markers.py
+# keeps the list honest.
+PYTHON_ONLY = ("test_badinput_reports.py", "test_badinput_diff.py", "test_references_replay.py",
+               "test_diff_cases.py", "test_diff_cli.py", "test_diff_grouping.py",
+               "test_matrix.py", "test_rerun.py", "test_docs.py", "test_docs_self_contained.py",
+               "test_reports_sentences.py", "test_pkt_report.py")
+
+
 def pytest_configure(config):
     config.addinivalue_line("markers", "netns: needs root and network namespaces")
     config.addinivalue_line("markers", "qemu: boots a Debian kernel under QEMU (slow)")
     config.addinivalue_line("markers", "interrupt: kills runs by signal to test run.sh's cleanup "
                             "(the sanitizer pass leaves these out: a killed program reports nothing)")
+    config.addinivalue_line("markers", "python_only: runs no C program (conftest.PYTHON_ONLY; the "
+                            "sanitizer pass leaves these out)")
 
 
 def pytest_collection_modifyitems(config, items):
@@ -38,6 +50,8 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "netns" in item.keywords and not CAN_NETNS:
             item.add_marker(skip)
+        if os.path.basename(str(item.fspath)) in PYTHON_ONLY:
+            item.add_marker(pytest.mark.python_only)
 
 
 @pytest.fixture(scope="session")

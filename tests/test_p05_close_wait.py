@@ -154,6 +154,7 @@ def namespaces_of(pid):
 
 
 @pytest.mark.netns
+@pytest.mark.interrupt
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGKILL])
 def test_killed_in_the_wait_leaves_no_namespace(tmp_path, bindir, sig):
     """Killed while it waits for the orphan's timer (its progress line says so): run.sh's trap
