@@ -23,7 +23,8 @@ What counts as a difference (docs/kernel-diff.md explains why):
     N between two runs of one kernel; a change of behaviour moves it by about one per connect);
     p01-connect-time's counters per part (accept, refused), N being the part's connects;
   - in experiments of many connects, TIMING_COUNTERS (ACK, segment and octet counts, which
-    depend on how the two ends' threads interleave) only when on one side beyond the floor;
+    depend on how the two ends' threads interleave) only when on one side beyond the floor,
+    and ACK_TIMING_COUNTERS (the ACK counters every kernel has) never;
   - connect-time percentiles (p10, median, p90) only when they are more than 10 times apart
     (the rest is noise; min, max and p99 are single slow calls, never compared);
   - HZ, TCP_SYNCNT, numbers of connects and of errors by name;
@@ -300,14 +301,24 @@ TIMING_COUNTERS = {
     "IpInDelivers", "IpOutRequests", "IpOutTransmits", "IpExtInOctets", "IpExtOutOctets",
     "IpExtInNoECTPkts", "TcpExtTW", "TcpOutRsts",
 }
+# Of those, the ACK counters every kernel tcplab runs has (/proc/net/netstat has had them since
+# 2.6): when one side does not list one, it did not move there, which is interleaving too (a
+# loaded host: TcpExtDelayedACKs +176 in one run of 300 connects, not listed in the next).  The
+# others stay reported when only one side has them: a kernel may lack the counter itself
+# (IpOutTransmits), or count it at another time (TcpExtTW, docs/kernel-diff.md).
+ACK_TIMING_COUNTERS = {
+    "TcpExtDelayedACKs", "TcpExtDelayedACKLocked", "TcpExtDelayedACKLost", "TcpExtTCPPureAcks",
+    "TcpExtTCPHPAcks", "TcpExtTCPHPHits",
+}
 
 
 def diff_counters(ca, cb, s, what="counter", floor=0, syns=None):
     """Counter deltas: name -> integer.  A counter on one side only is reported as such when
     its value is not noise: probes list a counter that did not move as absent or as 0, so a
     missing counter counts as 0 for the tolerance.  With a floor (an experiment of many
-    connects), TIMING_COUNTERS on both sides are not compared: only one on one side, beyond
-    the floor (IpOutTransmits +13090 against a kernel without it).  With syns, the SYNs the
+    connects), TIMING_COUNTERS on both sides are not compared, nor ACK_TIMING_COUNTERS on one:
+    another on one side only is, beyond the floor (IpOutTransmits +13090 against a kernel
+    without it).  With syns, the SYNs the
     client sent on each side when they differ, the counters that follow from that count
     (follows_syns()) are folded into one line, first, at level 1 (under the SYN line)."""
     if not isinstance(ca, dict) or not isinstance(cb, dict):
@@ -319,7 +330,8 @@ def diff_counters(ca, cb, s, what="counter", floor=0, syns=None):
     out = []
     for name in sorted(set(ca) | set(cb)):
         va, vb = ca.get(name, 0), cb.get(name, 0)
-        if floor > 0 and name in TIMING_COUNTERS and name in ca and name in cb:
+        if floor > 0 and name in TIMING_COUNTERS and (name in ca and name in cb or
+                                                      name in ACK_TIMING_COUNTERS):
             continue   # many connects: its value is the threads' interleaving, not the kernel's
 
         if not is_number(va) or not is_number(vb):

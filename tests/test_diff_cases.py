@@ -163,6 +163,10 @@ SAME = [
     # 4000 connects: races move counters by up to a few hundred between two runs of one kernel
     ("racing counter", ("p01-connect-time", "counters", "TcpExtDelayedACKs"), 787),
     ("racing counter on one side", ("p01-connect-time", "counters", "TcpExtDelayedACKLocked"), 3),
+    # an ACK counter that did not move in one run (not listed) and moved in the other, beyond
+    # the floor: a loaded host gave +176 for 300 connects against nothing
+    ("ACK counter on one side beyond the floor",
+     ("p01-connect-time", "parts", "accept", "counters", "TcpExtDelayedACKs"), 776),
     ("racing error count", ("p01-connect-time", "parts", "accept", "errors"), {"ETIMEDOUT": 2}),
     ("events are not read", ("p01-synretry", "events"), events([1.5, 2.5, 4.5])),
     ("unknown key", ("p01-synretry", "notes"), [{"t_s": 0.1}]),
@@ -203,6 +207,8 @@ ONE_LINE = [
      "counter IpOutTransmits: only in B (+6)"),
     ("percentile 10x apart", ("p01-connect-time", "parts", "refused", "us", "median"), 400.0,
      "refused: connect() time median: 7.3 us in A, 400.0 us in B (55x apart)"),
+    ("TIME-WAIT counted on one side", ("p01-connect-time", "parts", "accept", "counters", "TcpExtTW"),
+     2000, "accept: counter TcpExtTW: only in B (+2000)"),
     ("connect errors by name", ("p01-connect-time", "parts", "accept", "errors"), {"ETIMEDOUT": 1500},
      "accept: error ETIMEDOUT: only in B (+1500)"),
     ("sub-run", ("p01-timeout", "keep", "elapsed_s"), 3.5,
