@@ -160,10 +160,17 @@ def check_facts(obj):
                 assert admitted <= fb + 1
                 assert sc["TcpExtTCPReqQFullDrop"] == 0
             assert f["requests"] == admitted
-            assert sm["pending"] == flood - admitted + 1
             assert between(sm, "syns_unanswered", sc["TcpExtListenDrops"])
             assert sc["TcpExtSyncookiesSent"] == 0
-            assert client["connect"] == "pending" and client["state"] == "SYN-SENT"
+            if sm["pending"] == flood - admitted + 1:
+                assert client["connect"] == "pending" and client["state"] == "SYN-SENT"
+            else:
+                # a slow run (a loaded host, a guest): the part outlived the first requests
+                # (tcp_synack_retries=1: the SYN-ACK, once more after 1 s, dropped 2 s later),
+                # and waiting clients took their slots: each of those requests retransmitted
+                # its SYN-ACK first, and no more than the queue held are waiting now
+                assert sm["pending"] < flood - admitted + 1, name
+                assert sc["TcpExtTCPSynRetrans"] >= admitted, name
         # the kernel log line: where it exists it names the port and the choice; the quarter
         # rule prints none (tcp_syn_flood_action() is not reached)
         for line in f["kmsg"]:
