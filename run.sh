@@ -635,12 +635,12 @@ guest_out() {
 	local line st=0
 	ensure_built	# vm.sh --resolve checks the programs it would put in the guest
 	line=$("$TOP/experiments/lib/vm.sh" --accel "$ACCEL" --resolve "$KERNEL") || st=$?
-	[ "$st" -ne 0 ] || [ -n "${line%% *}" ] || die $EXIT_FAIL "--kernel $KERNEL: vm.sh --resolve named no release"
 	if [ "$st" -ne 0 ]; then	# vm.sh's one line on stderr says why
 		[ "$st" -eq "$EXIT_SKIP" ] || st=$EXIT_FAIL
 		[ -z "$KTAP" ] || ktap_die "$st" "experiments/lib/vm.sh cannot have the $KERNEL kernel here (its reason is on stderr)"
 		exit "$st"
 	fi
+	[ -n "${line%% *}" ] || die $EXIT_FAIL "--kernel $KERNEL: vm.sh --resolve named no release"
 	OUT="$OUTPUTS/${line%% *}"
 }
 

@@ -316,11 +316,11 @@ def diff_counters(ca, cb, s, what="counter", floor=0, syns=None):
     """Counter deltas: name -> integer.  A counter on one side only is reported as such when
     its value is not noise: probes list a counter that did not move as absent or as 0, so a
     missing counter counts as 0 for the tolerance.  With a floor (an experiment of many
-    connects), TIMING_COUNTERS on both sides are not compared, nor ACK_TIMING_COUNTERS on one:
-    another on one side only is, beyond the floor (IpOutTransmits +13090 against a kernel
-    without it).  With syns, the SYNs the
-    client sent on each side when they differ, the counters that follow from that count
-    (follows_syns()) are folded into one line, first, at level 1 (under the SYN line)."""
+    connects), TIMING_COUNTERS on both sides are not compared, and ACK_TIMING_COUNTERS not even
+    on one side; the other TIMING_COUNTERS on one side only are, beyond the floor
+    (IpOutTransmits +13090 against a kernel without it).  With syns, the SYNs the client sent
+    on each side when they differ, the counters that follow from that count (follows_syns())
+    are folded into one line, first, at level 1 (under the SYN line)."""
     if not isinstance(ca, dict) or not isinstance(cb, dict):
         return []
     follow = {}
