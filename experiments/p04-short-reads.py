@@ -328,9 +328,24 @@ def mss_lines(parts):
         lines.append(f"  {pth:<5} {part:<9} {sa['snd_mss']:>7} {sb['snd_mss']:>10} "
                      f"{sa['maxseg']:>10} {ra['rcv_mss']:>7} {ra['advmss']:>6} "
                      f"{rb['rcvbuf']:>7} {ra['rcvbuf']:>8} {rb['rcvlowat']:>8}")
-    return lines + ["  (snd_mss, TCP_MAXSEG: the sender's; rcv_mss, advmss, rcvbuf, rcvlowat: the "
-                    "receiver's; rcvbuf before its first recv() (after SO_RCVLOWAT) and after the "
-                    "last)", ""]
+    lines.append("  (snd_mss, TCP_MAXSEG: the sender's; rcv_mss, advmss, rcvbuf, rcvlowat: the "
+                 "receiver's; rcvbuf before its first recv() (after SO_RCVLOWAT) and after the "
+                 "last)")
+    return lines + half_window_lines(parts) + [""]
+
+
+def half_window_lines(parts):
+    """A sender whose snd_mss stayed below the receiver's advmss: tcp_sync_mss() last ran with
+    half the largest window the receiver had advertised below the MSS (tcp_bound_to_half_wnd():
+    cutoff = max_window >> 1), so that window was 2 × snd_mss or one more."""
+    lines = []
+    for pth, part, p in each(parts):
+        snd, adv = p["send"]["after"]["snd_mss"], p["recv"]["after"]["advmss"]
+        if snd < adv:
+            lines.append(f"  {pth} {part}: snd_mss {snd} < advmss {adv}: still capped at half "
+                         f"the largest window the receiver advertised (max_window {2 * snd} or "
+                         f"{2 * snd + 1}, never 2 x {adv} = {2 * adv}: tcp_bound_to_half_wnd())")
+    return lines
 
 
 def returns_lines(parts, c):

@@ -40,7 +40,7 @@ def sysctl_ints(j, name):
     return v if isinstance(v, list) else [v]
 
 
-def check_kernel_facts(j):
+def check_kernel_facts(j, txt):
     """The facts the page teaches, each from the run's own constants and sysctls."""
     c = j["constants"]
     rmem_max = sysctl_ints(j, "net.ipv4.tcp_rmem")[2]
@@ -82,7 +82,14 @@ def check_kernel_facts(j):
             assert sd["send"]["info_len"] > 0 and sd["recv"]["info_len"] > 0
             # the MSS: the link's MTU (IP_MAX_MTU 65535 at most) - 40, less the timestamps
             mss = min(j["mtu"][pth], 65535) - 40 - ts
-            assert p["send"]["after"]["snd_mss"] == mss == p["recv"]["after"]["advmss"]
+            snd, before = p["send"]["after"]["snd_mss"], p["send"]["before"]["snd_mss"]
+            assert p["recv"]["after"]["advmss"] == mss
+            # mss_cache is min(the MSS, half the largest window the peer advertised) and that
+            # window only grows: the MSS itself once it passed 2 x MSS (the rule on a quiet
+            # host; a loaded CI host once ended a loopback part at 47616, below 65483)
+            assert before <= snd <= mss and snd == p["send"]["after"]["maxseg"], (pth, part)
+            if snd < mss:
+                assert pth == "lo" and f"{pth} {part}: snd_mss {snd} < advmss {mss}" in txt
             for cap in [p["capture"]] + ([p["server_capture"]] if pth == "wire" else []):
                 assert cap["new_bytes"] == c["bytes"] and cap["dropped"] == 0
                 assert cap["max"] <= j["gso_max_size"][pth]
@@ -100,12 +107,31 @@ def check_kernel_facts(j):
 
 def test_reference_shows_the_kernel_facts(tmp_path):
     j = report(os.path.join(REF, "raw"), tmp_path)
-    check_kernel_facts(j)
+    check_kernel_facts(j, (tmp_path / f"{NAME}.txt").read_text())
     assert j["mtu"]["wire"] == 1500
     # the committed outputs are the report's output on the committed raw
     for ext in ("txt", "json"):
         with open(os.path.join(REF, f"{NAME}.{ext}")) as a, open(tmp_path / f"{NAME}.{ext}") as b:
             assert a.read() == b.read(), ext
+
+
+def test_an_mss_still_capped_by_half_the_window_is_said(tmp_path):
+    """A loopback sender that ended below the receiver's advmss (a loaded host: the receiver's
+    window never passed 2 x 65483) gets a line naming the cap, with the window it implies."""
+    raw = tmp_path / "raw"
+    shutil.copytree(os.path.join(REF, "raw"), raw, symlinks=True)
+    send = raw / NAME / "lo-waitall-send.txt"
+    text = send.read_text()
+    after = re.search(r"^after .*$", text, re.M).group(0)
+    send.write_text(text.replace(after, after.replace("maxseg=65483 snd_mss=65483",
+                                                      "maxseg=47616 snd_mss=47616")))
+    j = report(raw, tmp_path / "out")
+    assert j["paths"]["lo"]["waitall"]["send"]["after"]["snd_mss"] == 47616
+    lines = [x for x in (tmp_path / "out" / f"{NAME}.txt").read_text().splitlines()
+             if "still capped" in x]
+    assert lines == ["  lo waitall: snd_mss 47616 < advmss 65483: still capped at half the "
+                     "largest window the receiver advertised (max_window 95232 or 95233, never "
+                     "2 x 65483 = 130966: tcp_bound_to_half_wnd())"]
 
 
 def test_committed_reference_is_there():
@@ -122,7 +148,7 @@ def test_live_run(tmp_path, bindir):
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr[-3000:]
     with open(tmp_path / f"{NAME}.json") as f:
-        check_kernel_facts(json.load(f))
+        check_kernel_facts(json.load(f), (tmp_path / f"{NAME}.txt").read_text())
 
 
 def tcpdump_data_segments(pcap, src_port_filter):
