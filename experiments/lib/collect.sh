@@ -86,8 +86,13 @@ tl_init() {
 		TL_CLIENT_IF=$WIRE_CLIENT_IF TL_SERVER_IF=$WIRE_SERVER_IF
 	fi
 	trap 'tl_cleanup' EXIT
-	trap 'tl_cleanup; exit 130' INT
-	trap 'tl_cleanup; exit 143' TERM
+	# each action exits, and ends in a line of its own with a `)`, never read then: a shell that
+	# is bash 5.2 as sh parses a trap held until a `$(` in that `$(`'s state (runstate.sh's
+	# rs_trap_signals says more); dash reads the first line and exits
+	trap "tl_cleanup; exit 130
+)" INT
+	trap "tl_cleanup; exit 143
+)" TERM
 	date -u +%Y-%m-%dT%H:%M:%SZ > "$RAW/collected-at.txt"
 }
 

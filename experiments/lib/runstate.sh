@@ -226,6 +226,27 @@ make_ns() {
 	tl_netns_create "$1"
 }
 
+# rs_trap_signals HANDLER 'SIG ARGS...'...: `trap 'HANDLER SIG ARGS...' SIG` for each, where
+# HANDLER never returns (it exits).  Each action ends in a newline and a `)` of its own, which
+# is never read when the shell's parser is in its usual state: the handler exits first.  It is
+# there for bash 5.2 (Debian 12 and 13), which can run a trap while it parses a command
+# substitution: a signal that came while an earlier part of a word was expanded (a `$(...)`
+# child, waited for with traps held) is still pending when the next `$(` is reached, and
+# parse_command() (eval.c) runs pending traps before it parses even that, with the parser set
+# to end at `)`.  The trap's text is then parsed in that state; without a `)` of its own it is
+# "unexpected EOF while looking for matching `)'" and the trap never runs: the signal is lost,
+# or bash exits 2 (seen once in CI: SIGHUP to run.sh as its first unit started, exit 2).
+# bash 5.3 no longer runs traps there (parse_command checks PST_CMDSUBST).
+rs_trap_signals() {
+	local handler=$1 spec
+	shift
+	for spec in "$@"; do
+		# shellcheck disable=SC2064 # the action is fixed here, on purpose
+		trap "$handler $spec
+)" "${spec%% *}"
+	done
+}
+
 # rs_start: the output directory $OUT (default outputs/<release>) checked and locked, the traps
 # set, what dead runs left reaped, and TMPDIR_RUN made with mktemp -d inside $OUT.
 rs_start() {
@@ -236,10 +257,8 @@ rs_start() {
 	RS_RUN_ID=$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')
 	export TL_RUN_ID=$RS_RUN_ID
 	trap rs_on_exit EXIT
-	trap 'rs_on_signal INT 130 "interrupted"' INT
-	trap 'rs_on_signal TERM 143 "terminated"' TERM
-	trap 'rs_on_signal HUP 129 "hung up"' HUP
-	trap 'rs_on_signal QUIT 131 "quit"' QUIT
+	rs_trap_signals rs_on_signal 'INT 130 "interrupted"' 'TERM 143 "terminated"' \
+		'HUP 129 "hung up"' 'QUIT 131 "quit"'
 	rs_lock_out "$OUT"
 	printf 'id=%s\npid=%s\nmode=%s\n' "$RS_RUN_ID" "$$" "${NS_MODE:-netns}" >> "$RS_RECORD"
 	rs_reap_stale
