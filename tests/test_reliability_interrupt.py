@@ -317,15 +317,12 @@ def test_signal_during_cleanup(tmp_path):
     assert not leaks, "\n".join(leaks)
 
 
-@pytest.mark.parametrize("sig", CATCHABLE, ids=[s.name for s in CATCHABLE])
-def test_signal_at_the_exit_traps_first_line(tmp_path, sig):
-    """The race test_signal_during_cleanup hit once in CI (SIGHUP after "finished" left
-    .tmp-XXXXXXXX and the record), made certain: the EXIT trap signals the shell itself before
-    anything else, so the signal's handler runs inside the trap before the trap can ignore it.
-    An `exit` in that handler would end the shell with the cleanup not done; the handler must
-    finish it.  runstate.sh alone, with a made-up namespace in its record."""
+def runstate_alone(tmp_path, what, body):
+    """bash running runstate.sh's rs_start alone (no unit), with a made-up namespace in its
+    record, then BODY → (the completed process, what it left: record, tmp directory,
+    namespace).  What a failure leaves is this test's to remove, not the next run's reaper's."""
     out = tmp_path / "out"
-    ns = "tcplab-exit-" + secrets.token_hex(4)
+    ns = f"tcplab-{what}-" + secrets.token_hex(4)
     rs = os.path.join(TOP, "experiments", "lib", "runstate.sh")
     nets = os.path.join(TOP, "experiments", "lib", "netns.sh")
     script = f"""
@@ -337,18 +334,29 @@ def test_signal_at_the_exit_traps_first_line(tmp_path, sig):
         OUT={out}; rs_start
         make_ns {ns}
         echo "record=$RS_RECORD tmp=$TMPDIR_RUN" >&2
-        eval "$(declare -f rs_on_exit | sed '0,/{{/s//{{ kill -{sig.name[3:]} $$;/')"
-        exit 0
+        {body}
     """
     out.mkdir()
     r = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=60)
     m = re.search(r"record=(\S+) tmp=(\S+)", r.stderr)
     left = [p for p in (m.groups() if m else ()) + (f"/run/netns/{ns}",) if os.path.exists(p)]
-    # what a failure leaves is this test's to remove, not the next run's reaper's
     subprocess.run(["ip", "netns", "del", ns], capture_output=True)
     if m and os.path.exists(m.group(1)):
         os.unlink(m.group(1))
     assert m, r.stderr
+    return r, left
+
+
+@pytest.mark.parametrize("sig", CATCHABLE, ids=[s.name for s in CATCHABLE])
+def test_signal_at_the_exit_traps_first_line(tmp_path, sig):
+    """The race test_signal_during_cleanup hit once in CI (SIGHUP after "finished" left
+    .tmp-XXXXXXXX and the record), made certain: the EXIT trap signals the shell itself before
+    anything else, so the signal's handler runs inside the trap before the trap can ignore it.
+    An `exit` in that handler would end the shell with the cleanup not done; the handler must
+    finish it."""
+    r, left = runstate_alone(tmp_path, "exit", f"""
+        eval "$(declare -f rs_on_exit | sed '0,/{{/s//{{ kill -{sig.name[3:]} $$;/')"
+        exit 0""")
     assert r.returncode == 128 + sig, r.stderr
     assert "stopping every unit" in r.stderr
     assert not left, f"{sig.name}: left {left}: {r.stderr}"
@@ -361,31 +369,10 @@ def test_signal_pending_at_a_command_substitution(tmp_path, sig):
     for matching `)'", exit 2).  Made certain here: the first `$(...)` of a word signals the
     shell, whose trap is held until the second `$(` is parsed.  The handler must run, clean up
     and exit 128+N; without runstate.sh's `)` the signal was lost and the shell went on."""
-    out = tmp_path / "out"
-    ns = "tcplab-cs-" + secrets.token_hex(4)
-    rs = os.path.join(TOP, "experiments", "lib", "runstate.sh")
-    nets = os.path.join(TOP, "experiments", "lib", "netns.sh")
-    script = f"""
-        set -eu
-        PROG=t TOP=/ EXIT_USAGE=2 EXIT_FAIL=1
-        log() {{ echo "$*" >&2; }}
-        die() {{ local s=$1; shift; echo "t: $*" >&2; exit "$s"; }}
-        . {nets}; . {rs}
-        OUT={out}; rs_start
-        make_ns {ns}
-        echo "record=$RS_RECORD tmp=$TMPDIR_RUN" >&2
+    r, left = runstate_alone(tmp_path, "cs", f"""
         x="$(kill -{sig.name[3:]} $$; echo a)$(echo b)"
         echo "went on: x=$x" >&2
-        exit 0
-    """
-    out.mkdir()
-    r = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=60)
-    m = re.search(r"record=(\S+) tmp=(\S+)", r.stderr)
-    left = [p for p in (m.groups() if m else ()) + (f"/run/netns/{ns}",) if os.path.exists(p)]
-    subprocess.run(["ip", "netns", "del", ns], capture_output=True)
-    if m and os.path.exists(m.group(1)):
-        os.unlink(m.group(1))
-    assert m, r.stderr
+        exit 0""")
     assert "went on" not in r.stderr and "unexpected EOF" not in r.stderr, r.stderr
     assert r.returncode == 128 + sig, r.stderr
     assert "stopping every unit" in r.stderr
