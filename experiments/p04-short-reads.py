@@ -335,9 +335,10 @@ def mss_lines(parts):
 
 
 def half_window_lines(parts):
-    """A sender whose snd_mss stayed below the receiver's advmss: tcp_sync_mss() last ran with
-    half the largest window the receiver had advertised below the MSS (tcp_bound_to_half_wnd():
-    cutoff = max_window >> 1), so that window was 2 × snd_mss or one more."""
+    """A line for each sender whose snd_mss ended below the receiver's advmss: the cap of
+    tcp_bound_to_half_wnd() (cutoff = max_window >> 1) was still below the MSS the last time
+    tcp_sync_mss() ran, so the largest window the receiver advertised was 2 × snd_mss or one
+    more."""
     lines = []
     for pth, part, p in each(parts):
         snd, adv = p["send"]["after"]["snd_mss"], p["recv"]["after"]["advmss"]

@@ -229,7 +229,7 @@ make_ns() {
 # rs_trap_signals HANDLER 'SIG ARGS...'...: `trap 'HANDLER SIG ARGS...' SIG` for each, where
 # HANDLER never returns (it exits).  Each action ends in a newline and a `)` of its own, which
 # is never read when the shell's parser is in its usual state: the handler exits first.  It is
-# there for bash 5.2 (Debian 12 and 13), which can run a trap while it parses a command
+# there for bash 5.2 (Debian 12's 5.2.15; 5.2.37, its last patch, too), which can run a trap while it parses a command
 # substitution: a signal that came while an earlier part of a word was expanded (a `$(...)`
 # child, waited for with traps held) is still pending when the next `$(` is reached, and
 # parse_command() (eval.c) runs pending traps before it parses even that, with the parser set
