@@ -12,6 +12,16 @@ sys.path.insert(0, os.path.join(TOP, "experiments"))
 DATA = os.path.join(TOP, "tests", "data")
 
 
+def reference_dirs():
+    """Every committed reference set, as names under outputs/, sorted: outputs/<release>/ and the
+    second runs outputs/rerun/<release>/ (docs/design.md), each one that has a raw/."""
+    out = os.path.join(TOP, "outputs")
+    names = sorted(os.listdir(out))
+    if os.path.isdir(os.path.join(out, "rerun")):
+        names += [os.path.join("rerun", d) for d in sorted(os.listdir(os.path.join(out, "rerun")))]
+    return sorted(d for d in names if os.path.isdir(os.path.join(out, d, "raw")))
+
+
 def _can_netns():
     if os.geteuid() != 0 or shutil.which("ip") is None:
         return False

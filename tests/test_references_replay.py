@@ -8,21 +8,11 @@ import sys
 
 import pytest
 
-from conftest import TOP
+from conftest import TOP, reference_dirs
 import tcplab
 
 OUTPUTS = os.path.join(TOP, "outputs")
 PY = "/usr/bin/python3"
-
-
-def reference_dirs():
-    # outputs/<release>/ and the second runs in outputs/rerun/<release>/ (docs/design.md)
-    dirs = [d for d in os.listdir(OUTPUTS) if os.path.isdir(os.path.join(OUTPUTS, d, "raw"))]
-    rerun = os.path.join(OUTPUTS, "rerun")
-    if os.path.isdir(rerun):
-        dirs += [os.path.join("rerun", d) for d in os.listdir(rerun)
-                 if os.path.isdir(os.path.join(rerun, d, "raw"))]
-    return sorted(dirs)
 
 
 def replayable(refdir):

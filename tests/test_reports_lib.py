@@ -14,7 +14,7 @@ import pytest
 
 import lab_proc
 import tcplab as t
-from conftest import TOP
+from conftest import TOP, reference_dirs
 
 OUT = os.path.join(TOP, "outputs")
 RAW618 = os.path.join(OUT, "6.18.44-fc-v782", "raw")
@@ -254,9 +254,7 @@ def test_one_num_rule():
             assert not re.search(r"^def num\(", f.read(), re.M), py
 
 
-@pytest.mark.parametrize("kernel", sorted(
-    os.path.relpath(d, OUT) for d in glob.glob(os.path.join(OUT, "*")) +
-    glob.glob(os.path.join(OUT, "rerun", "*")) if os.path.isdir(os.path.join(d, "raw"))))
+@pytest.mark.parametrize("kernel", reference_dirs())
 def test_committed_json_is_strict_with_the_common_keys(kernel):
     for path in glob.glob(os.path.join(OUT, kernel, "*.json")):
         with open(path) as f:
