@@ -173,9 +173,16 @@ def unanswered_syns(segs):
 def client_rows(part, group, cl, csnap, srv_by_peer, cap, cuts):
     rows = []
     by_local = {d.str("local"): d for d in csnap}
+    csnap_ns = csnap[0].int("t_ns") if csnap else None
     for i in sorted(cl["conns"]):
         c = cl["conns"][i]
         s = by_local.get(c["local"])
+        # a connect() can return after the client's snapshot was taken (the clients run on until
+        # finish() stops them, after the server's snapshot and the counters): its state is then
+        # the socket's before connect() returned
+        conn_ns = cl["start_ns"] + round(c["t_ms"] * 1e6)
+        late = (round((conn_ns - csnap_ns) / 1e6, 1) if c["result"] != "pending" and
+                csnap_ns is not None and conn_ns > csnap_ns else None)
         where, srow = side_of(srv_by_peer, c["local"])
         segs = pkt.conn_packets(cap, c["local"])
         lo, hi = ([p for p in segs if p["t_ns"] <= cut] for cut in cuts)
@@ -185,6 +192,7 @@ def client_rows(part, group, cl, csnap, srv_by_peer, cap, cuts):
         rows.append({
             "group": group, "i": i, "local": c["local"], "connect": c["result"],
             "connect_errno": None if c["errno"] == "-" else c["errno"], "connect_t_ms": c["t_ms"],
+            "connect_after_snapshot_ms": late,
             "state": s.str("state") if s else "gone", "send_q": s.int("wq") if s else None,
             "retrans": s.int("retrans") if s else None, "timer": s.str("timer") if s else None,
             # tcp_info (sockwatch since the tcp_info fields): segments sent and not acknowledged;
@@ -302,6 +310,9 @@ def row_line(x):
     ua = "-" if x["unacked"] is None else x["unacked"]
     rt = "-" if x["retrans"] is None else x["retrans"]
     a = x["at_server"]
+    late = x.get("connect_after_snapshot_ms")
+    if late is not None:
+        srv += f"; connect() returned {late:.1f} ms after the client snapshot"
     return (f"  {x['i']:>2} {x['local']:<18} {x['connect']:<11} {x['connect_t_ms']:>8.3f} "
             f"{x['state']:<8} {sq:>6} {ua:>3} {rt:>3}  {a['syn']:>2}/{a['acking']:<2}  {fmt_io(x):<30} "
             f"{srv}").rstrip()
@@ -311,14 +322,20 @@ def group_lines(x_rows):
     """Flood clients, grouped by what each side shows (one line per kind)."""
     kinds = {}
     for x in x_rows:
-        k = (x["connect"], x["state"], x["server"])
+        late = x.get("connect_after_snapshot_ms") is not None
+        k = (x["connect"], late, x["state"], x["server"])
         kinds.setdefault(k, []).append(x)
     out = []
-    for (conn, state, srv), xs in kinds.items():
+    for (conn, late, state, srv), xs in kinds.items():
         syn = sum(x["at_server"]["syn"] for x in xs)
         sa = sum(x["at_server"]["synack"] for x in xs)
-        out.append(f"  {len(xs):>2} (i={xs[0]['i']}..{xs[-1]['i']}): connect() {conn}, {state}; "
-                   f"server: {SERVER_WORDS[srv]}; {syn} SYN in, {sa} SYN-ACK out")
+        when = ""
+        if late:
+            ms = sorted(x["connect_after_snapshot_ms"] for x in xs)
+            span = f"{ms[0]:.1f}" if ms[0] == ms[-1] else f"{ms[0]:.1f}-{ms[-1]:.1f}"
+            when = f" {span} ms after the client snapshot"
+        out.append(f"  {len(xs):>2} (i={xs[0]['i']}..{xs[-1]['i']}): connect() {conn}{when}, "
+                   f"{state}; server: {SERVER_WORDS[srv]}; {syn} SYN in, {sa} SYN-ACK out")
     return out
 
 

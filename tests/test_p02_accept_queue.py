@@ -16,7 +16,7 @@ import subprocess
 
 import pytest
 
-from conftest import TOP
+from conftest import TOP, reference_dirs
 
 NAME = "p02-accept-queue"
 RUN = os.path.join(TOP, "run.sh")
@@ -319,10 +319,8 @@ def test_live_run_shows_the_kernel_facts(tmp_path, bindir):
 
 def committed_sets():
     out = os.path.join(TOP, "outputs")
-    dirs = [os.path.join(out, d) for d in sorted(os.listdir(out))]
-    rerun = os.path.join(out, "rerun")
-    dirs += [os.path.join(rerun, d) for d in sorted(os.listdir(rerun))] if os.path.isdir(rerun) else []
-    return [d for d in dirs if os.path.isfile(os.path.join(d, NAME + ".json"))]
+    return [os.path.join(out, d) for d in reference_dirs()
+            if os.path.isfile(os.path.join(out, d, NAME + ".json"))]
 
 
 @pytest.mark.parametrize("ref", committed_sets(), ids=os.path.basename)
@@ -354,3 +352,36 @@ def test_another_listeners_flood_line_is_not_taken_for_this_parts(tmp_path):
     obj = load(out)
     assert obj["parts"]["flood-quarter"]["kmsg"] == []
     check_facts(obj)
+
+
+@pytest.mark.parametrize("ref", committed_sets(), ids=os.path.basename)
+def test_a_connect_after_the_client_snapshot_is_said(ref):
+    """A client whose connect() returned established while its socket shows SYN-SENT is one whose
+    connect() returned after the client snapshot (the clients run on until finish() stops them):
+    the .json gives how long after, from queue_clients' own start_ns + t_ms and the snapshot's
+    t_ns read here again from raw/, and every such line of the .txt says so."""
+    with open(os.path.join(ref, NAME + ".json")) as f:
+        parts = json.load(f)["parts"]
+    with open(os.path.join(ref, NAME + ".txt")) as f:
+        text = f.read()
+    raw = os.path.join(ref, "raw", NAME)
+    for name, p in parts.items():
+        with open(os.path.join(raw, f"{name}-end-client.txt")) as f:
+            snap = [int(m) for m in re.findall(r"\bt_ns=(\d+)", f.read())]
+        starts = {}
+        for x in p["clients"]:
+            if x["group"] not in starts:
+                with open(os.path.join(raw, f"{name}-{x['group']}.txt")) as f:
+                    starts[x["group"]] = int(re.search(r"start_ns=(\d+)", f.read()).group(1))
+            late = x["connect_after_snapshot_ms"]
+            if x["connect"] == "established" and x["state"] == "SYN-SENT":
+                assert late is not None and late > 0, (name, x["i"])
+            if late is not None:
+                at = starts[x["group"]] + round(x["connect_t_ms"] * 1e6)
+                assert abs((at - snap[0]) / 1e6 - late) <= 0.05 + 1e-9, (name, x["i"])
+            elif x["connect"] != "pending" and snap:
+                assert starts[x["group"]] + round(x["connect_t_ms"] * 1e6) <= snap[0], (name, x["i"])
+    for line in text.splitlines():
+        if re.search(r"connect\(\) established[^;]*, SYN-SENT;|established +[0-9.]+ SYN-SENT ",
+                     line) and "ms after the client snapshot" not in line:
+            pytest.fail(f"a SYN-SENT line with no word on when connect() returned: {line}")
