@@ -71,6 +71,7 @@ usage: ./run.sh [--quick] [--all] [--kernel VERSION|all] [--accel tcg|kvm] [--ou
                 [--mtu N] [--allow-foreign-out] [--ktap] [NAME...]
        ./run.sh diff DIR_A DIR_B
        ./run.sh matrix [--out DIR] DIR DIR [DIR...]
+       ./run.sh kcidb --origin ORIGIN --build-id ORIGIN:ID [--run-id ID] [KTAP]
        ./run.sh --list | --help | --version
 
 Builds what is missing (installing missing Debian packages when root), runs each experiment
@@ -102,6 +103,11 @@ Installed (make install, as tcplab), it builds nothing and writes outputs/ of th
   diff A B         compare two output directories through their .json files (exit 1 if they differ)
   matrix DIR...    one row per fact, one column per kernel: DIR/matrix.txt, .json, .svg
                    (--out DIR, default outputs/; docs/kernel-matrix.md "The matrix view")
+  kcidb ...        the KTAP of a --ktap run (the file KTAP, or stdin) as JSON for KernelCI's
+                   database (KCIDB, kcidb-io schema v5.3) on stdout, one test per test point:
+                   --origin the submitter's KCIDB origin, --build-id the kernel build tested,
+                   --run-id this run (default: from the KTAP's SHA-256); exit 1 bad KTAP
+                   (docs/kernel-matrix.md, "KCIDB")
   --list           print the unit table (experiments/units): sets, durations, limits, needs
   --version        print tcplab's version (each unit's .json records it as tcplab_version)
 
@@ -699,6 +705,10 @@ main() {
 	if [ "${1:-}" = matrix ]; then
 		shift
 		exec "$PY" "$TOP/experiments/tcplab_matrix.py" "$@"
+	fi
+	if [ "${1:-}" = kcidb ]; then
+		shift
+		exec "$PY" "$TOP/experiments/tcplab_kcidb.py" "$@"
 	fi
 	local list="" accel_set="" seen=" "
 	while [ $# -gt 0 ]; do

@@ -1,8 +1,9 @@
 # bash completion for tcplab: `make install` installs this file as
 # PREFIX/share/bash-completion/completions/tcplab (bash-completion loads it on the first TAB after
 # `tcplab`).  In a clone: `. experiments/lib/completion.bash; complete -F _tcplab ./run.sh`.
-# Completes the subcommands, the options, the unit names (read from the unit table the command
-# itself uses, so never a copy), the kernel series after --kernel and directories after --out.
+# Completes the subcommands (kcidb: its own options, then a file), the options, the unit names
+# (read from the unit table the command itself uses, so never a copy), the kernel series after
+# --kernel and directories after --out.
 
 # _tcplab_units CMD: the unit names of the unit table that CMD (tcplab or a clone's run.sh) reads:
 # $TCPLAB_EXPERIMENTS/units, else experiments/units beside a clone's run.sh, else an installed
@@ -37,8 +38,16 @@ _tcplab() {
 	--accel) mapfile -t COMPREPLY < <(compgen -W "tcg kvm" -- "$cur"); return 0 ;;
 	--out) mapfile -t COMPREPLY < <(compgen -d -- "$cur"); compopt -o filenames 2> /dev/null
 		return 0 ;;
-	--mtu) return 0 ;;
+	--mtu | --origin | --build-id | --run-id) return 0 ;;
 	esac
+	if [ "$COMP_CWORD" -gt 1 ] && [ "$first" = kcidb ]; then	# options, then the KTAP file
+		if [[ $cur == -* ]]; then
+			mapfile -t COMPREPLY < <(compgen -W "--origin --build-id --run-id" -- "$cur")
+		else
+			mapfile -t COMPREPLY < <(compgen -f -- "$cur"); compopt -o filenames 2> /dev/null
+		fi
+		return 0
+	fi
 	if [ "$COMP_CWORD" -gt 1 ] && { [ "$first" = diff ] || [ "$first" = matrix ]; }; then
 		[ "$first" != matrix ] || [[ $cur != -* ]] || {
 			mapfile -t COMPREPLY < <(compgen -W "--out" -- "$cur"); return 0; }
@@ -51,7 +60,7 @@ _tcplab() {
 	fi
 	local words
 	words=$(_tcplab_units "${COMP_WORDS[0]}")
-	[ "$COMP_CWORD" -ne 1 ] || words="diff matrix $words"
+	[ "$COMP_CWORD" -ne 1 ] || words="diff matrix kcidb $words"
 	mapfile -t COMPREPLY < <(compgen -W "$words" -- "$cur")
 }
 
