@@ -21,7 +21,8 @@ one CPU; CPU is each process's own rusage (wait4).
   kernels     with --kernels only (not in the default bench: it takes many minutes, six runs):
               tests/bench_kernels.py, the matrix's wall time (./run.sh --kernel all --quick) /
               the longest of ./run.sh --quick and each ./run.sh --kernel VER --quick alone
-              (<= 1.3); skipped with a reason without QEMU
+              (<= 1.3); with --all too, --all runs instead (hours: five runs alone, one
+              together); skipped with a reason without QEMU
 --probes: only the probe rows.  Exit 0 whatever the verdicts (it reports, it does not fail);
 4 without root or without the floor program.
 """
@@ -323,14 +324,16 @@ def runs_arg(text):
     return int(text)
 
 
-def bench_kernels_row():
-    """tests/bench_kernels.py's ratio as a row (its own lines are printed as it goes)."""
+def bench_kernels_row(every_unit):
+    """tests/bench_kernels.py's ratio as a row (its own lines are printed as it goes); with
+    every_unit the runs are --all (about 20 minutes a kernel) instead of --quick."""
     import tempfile
     with tempfile.NamedTemporaryFile(suffix=".json") as f:
         r = subprocess.run([sys.executable, os.path.join(TOP, "tests", "bench_kernels.py"),
-                            "--json", f.name], stdout=subprocess.PIPE, text=True)
+                            "--json", f.name] + (["--all"] if every_unit else []),
+                           stdout=subprocess.PIPE, text=True)
         sys.stdout.write(r.stdout)
-        name = "kernel matrix: --kernel all / longest alone"
+        name = f"kernel matrix ({'--all' if every_unit else '--quick'}): --kernel all / longest alone"
         if r.returncode != 0:
             why = (r.stdout.strip().splitlines() or [f"exit {r.returncode}"])[-1]
             return [{"name": name, "value": None, "target": None, "ok": None, "note": why}]
@@ -394,7 +397,7 @@ def main():
         import bench_wire
         rows += bench_wire.bench(BIN, a.runs)
     if a.kernels:
-        rows += bench_kernels_row()
+        rows += bench_kernels_row(a.all)
     width = max(len(r["name"]) for r in rows)
     for r in rows:
         v = "n/a" if r["value"] is None else f"{r['value']:.2f}"
