@@ -750,6 +750,18 @@ def under_vm(rawdir):
     return read_vm(rawdir) is not None
 
 
+def tool_main(main):
+    """The exit status of a command's main(sys.argv) (the diff, the matrix, kcidb): a reader that
+    goes away (`| head`) ends it quietly, SIGPIPE's default as in diff(1); Ctrl-C is 130."""
+    import signal
+    import sys
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    try:
+        return main(sys.argv)
+    except KeyboardInterrupt:
+        return 130
+
+
 def report_main(argv, build):
     """Entry point of every report script: build(rawroot, outdir).  Raw input that lacks what
     the report needs is one line on stderr naming the file and the field, and exit 1; nothing

@@ -1324,9 +1324,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    import signal
-    signal.signal(signal.SIGPIPE, signal.SIG_DFL)   # `| head` ends quietly, as diff(1) does
-    try:
-        sys.exit(main(sys.argv))
-    except KeyboardInterrupt:
-        sys.exit(130)
+    sys.exit(tcplab.tool_main(main))

@@ -27,6 +27,8 @@ import json
 import re
 import sys
 
+import tcplab  # the reports' library, beside this file
+
 EXIT_OK, EXIT_DATA, EXIT_USAGE = 0, 1, 2
 USAGE = "usage: tcplab kcidb --origin ORIGIN --build-id ORIGIN:ID [--run-id ID] [KTAP]"
 HELP = USAGE + """
@@ -223,9 +225,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main(sys.argv))
-    except KeyboardInterrupt:
-        sys.exit(130)
-    except BrokenPipeError:
-        sys.exit(1)
+    sys.exit(tcplab.tool_main(main))

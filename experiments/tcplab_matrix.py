@@ -866,7 +866,4 @@ def trouble(text):
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main(sys.argv))
-    except KeyboardInterrupt:
-        sys.exit(130)
+    sys.exit(tcplab.tool_main(main))
