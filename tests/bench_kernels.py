@@ -5,7 +5,9 @@
   ÷ the longest of ./run.sh --quick and ./run.sh --kernel VER --quick for each VER, each alone
   target <= 1.3 (issue 12)
 
-All runs in this one bench run, one after another, into a temporary --out.  While a run lives,
+All runs in this one bench run, one after another, into a temporary --out, after `make` (so
+that no measured run includes the build; a kernel whose packages are not in the cache yet is
+fetched during its first run, so run it once before measuring).  While a run lives,
 every qemu-system-x86_64 below it is watched (/proc/PID/status VmHWM and /proc/PID/stat
 utime+stime, every 0.2 s): each guest's peak host memory and its CPU share (CPU s / its life),
 the measurements behind tcplab_all.py's GUEST_PEAK_KB and GUESTS_PER_CPU (docs/kernel-matrix.md,
@@ -151,6 +153,13 @@ def main():
     sel = o.units if o.units else ["--all"] if o.all else ["--quick"]
     alone_kernels = o.alone if o.alone else ["host"] + list(tcplab_all.KERNELS)
     rows = {}
+    # the build first, so that no measured run includes it (run.sh builds what is missing)
+    if not os.environ.get("TCPLAB_BUILD"):
+        b = subprocess.run(["make", "-s", "-C", TOP, "all"], stdout=subprocess.DEVNULL,
+                           stderr=subprocess.PIPE, text=True)
+        if b.returncode != 0:
+            print(f"bench_kernels: make failed: {(b.stderr.strip().splitlines() or ['?'])[-1]}")
+            return 1
     if o.keep:
         os.makedirs(o.keep)
     with tempfile.TemporaryDirectory(prefix="tcplab-bench-kernels.") as scratch:
