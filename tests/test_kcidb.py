@@ -141,19 +141,20 @@ def test_broken_ktap_is_one_line_exit_1_and_nothing_written(tmp_path, name):
     assert r.stderr.count("\n") == 1 and r.stderr.startswith(f"tcplab kcidb: {p}: "), r.stderr
 
 
-@pytest.mark.parametrize("args,word", [
-    ([], "--origin and --build-id are needed"),
-    (["--origin", "Lab", "--build-id", "Lab:1"], "--origin 'Lab'"),
-    (["--origin", "lab", "--build-id", "other:1"], "with the origin lab"),
-    (["--origin", "lab", "--build-id", "lab:1", "--run-id", "a b"], "--run-id 'a b'"),
-    (["--origin", "lab", "--build-id", "lab:1", "a", "b"], "one KTAP at a time"),
-    (["--origin", "lab", "--origin", "lab"], "--origin given twice"),
-    (["--origin", "lab", "--build-id", "lab:1", "--nope"], "unknown option '--nope'"),
-    (["--origin", "lab", "--build-id", "lab:1", "/nonexistent.ktap"], "No such file"),
+@pytest.mark.parametrize("args,word,code", [
+    ([], "--origin and --build-id are needed", 2),
+    (["--origin", "Lab", "--build-id", "Lab:1"], "--origin 'Lab'", 2),
+    (["--origin", "lab", "--build-id", "other:1"], "with the origin lab", 2),
+    (["--origin", "lab", "--build-id", "lab:1", "--run-id", "a b"], "--run-id 'a b'", 2),
+    (["--origin", "lab", "--build-id", "lab:1", "a", "b"], "one KTAP at a time", 2),
+    (["--origin", "lab", "--origin", "lab"], "--origin given twice", 2),
+    (["--origin", "lab", "--build-id", "lab:1", "--nope"], "unknown option '--nope'", 2),
+    (["--origin", "lab", "--build-id", "lab:1", "/nonexistent.ktap"], "No such file", 1),
 ])
-def test_bad_usage_is_one_line(args, word):
+def test_bad_usage_is_one_line(args, word, code):
+    """Bad usage exits 2, a file that cannot be read 1; either way one line and no JSON."""
     r = kcidb(args, stdin="")
-    assert r.returncode in (1, 2) and r.stdout == "", r
+    assert r.returncode == code and r.stdout == "", r
     assert r.stderr.count("\n") == 1 and word in r.stderr, r.stderr
 
 
