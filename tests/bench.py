@@ -21,8 +21,8 @@ one CPU; CPU is each process's own rusage (wait4).
   kernels     with --kernels only (not in the default bench: it takes many minutes, six runs):
               tests/bench_kernels.py, the matrix's wall time (./run.sh --kernel all --quick) /
               the longest of ./run.sh --quick and each ./run.sh --kernel VER --quick alone
-              (<= 1.3); with --all too, --all runs instead (hours: five runs alone, one
-              together); skipped with a reason without QEMU
+              (<= 1.3); with --all too, --all runs instead (over an hour here: five runs
+              alone, one together); skipped with a reason without QEMU
 --probes: only the probe rows.  Exit 0 whatever the verdicts (it reports, it does not fail);
 4 without root or without the floor program.
 """
@@ -326,7 +326,7 @@ def runs_arg(text):
 
 def bench_kernels_row(every_unit):
     """tests/bench_kernels.py's ratio as a row (its own lines are printed as it goes); with
-    every_unit the runs are --all (about 20 minutes a kernel) instead of --quick."""
+    every_unit the runs are --all (10 to 12 minutes a guest alone) instead of --quick."""
     import tempfile
     with tempfile.NamedTemporaryFile(suffix=".json") as f:
         r = subprocess.run([sys.executable, os.path.join(TOP, "tests", "bench_kernels.py"),

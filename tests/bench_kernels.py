@@ -14,10 +14,10 @@ the measurements behind tcplab_all.py's GUEST_PEAK_KB and GUESTS_PER_CPU (docs/k
 "All kernels at once").  Takes many minutes (five runs alone, one together), so it is not part
 of the default `make bench`.  Skips (exit 4) with a reason without QEMU or root.
 
-With --all the runs are --all instead of --quick: those wait on TCP timers, not on a CPU, which
-is what the 1.3 target is about; --alone K... measures only those kernels alone (the longest
-ones: each --all guest run alone takes 15-20 minutes), and --keep DIR keeps every run's outputs
-and log in DIR instead of a temporary directory.
+With --all the runs are --all instead of --quick (every unit; measured 2026-12-02 they are as
+CPU-bound as --quick: docs/kernel-matrix.md); --alone K... measures only those kernels alone
+(an --all guest run alone took 10.5 to 11.7 minutes there), and --keep DIR keeps every run's
+outputs and log in DIR instead of a temporary directory.
 
 usage: tests/bench_kernels.py [--units U... | --all] [--alone K...] [--keep DIR] [--json FILE]
                               [--together-only]
@@ -130,7 +130,7 @@ def main():
     ap.add_argument("--units", nargs="*", default=None,
                     help="these units instead of --quick (e.g. p01-machine, for a short check)")
     ap.add_argument("--all", action="store_true",
-                    help="--all runs instead of --quick (the matrix that waits on TCP timers)")
+                    help="--all runs instead of --quick (every unit)")
     ap.add_argument("--alone", nargs="+", metavar="K", default=None,
                     choices=["host"] + list(tcplab_all.KERNELS),
                     help="run only these kernels alone (default: host and every guest)")
