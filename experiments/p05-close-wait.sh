@@ -12,6 +12,9 @@
 # sockets and the held FIN-WAIT-2 are still there.  Then the servers and the held client are
 # released (SIGUSR1) and close.
 . "$(dirname "$0")/lib/collect.sh"
+# its facts are timers of a second or more: in a QEMU guest the watchers sample every 10 ms
+# shellcheck disable=SC2034 # read by tl_init (TL_WATCH_US)
+TL_GUEST_WATCH_US=10000
 tl_wire_init "$1"
 ORPHAN=21060
 HELD=21061
@@ -80,7 +83,7 @@ tl_capture held-capture "$TL_CLIENT_IF" "$HELD"
 CAP_HELD=$TL_CAPTURE
 # shellcheck disable=SC2086
 tl_bg "$RAW/server-sockwatch.txt" nsenter --net="/run/netns/$TL_NS_SERVER" \
-	"$TL_BIN/sockwatch" -4 $SERVER_STATES
+	"$TL_BIN/sockwatch" -i "$TL_WATCH_US" -4 $SERVER_STATES
 SWATCH=$TL_LAST
 tl_wait_line "$SWATCH" "$RAW/server-sockwatch.txt" '^ready ' 5
 # shellcheck disable=SC2086

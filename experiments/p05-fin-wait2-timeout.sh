@@ -15,6 +15,9 @@
 # Each part: both sides' counters, sockwatch on both sides, the client's end of the veth
 # captured.  The times come from sockwatch, the waits poll its output.
 . "$(dirname "$0")/lib/collect.sh"
+# its facts are timers of a second or more: in a QEMU guest the watchers sample every 10 ms
+# shellcheck disable=SC2034 # read by tl_init (TL_WATCH_US)
+TL_GUEST_WATCH_US=10000
 tl_wire_init "$1"
 FIN=3
 LINGER2=6
@@ -66,7 +69,7 @@ part() {
 	tl_capture "$_p-capture" "$TL_CLIENT_IF" "$_port"
 	# shellcheck disable=SC2086 # the state options, split on purpose
 	tl_bg "$RAW/$_p-server-sockwatch.txt" nsenter --net="/run/netns/$TL_NS_SERVER" \
-		"$TL_BIN/sockwatch" -4 -P "$_port" $SERVER_STATES
+		"$TL_BIN/sockwatch" -i "$TL_WATCH_US" -4 -P "$_port" $SERVER_STATES
 	_sw=$TL_LAST
 	tl_wait_line "$_sw" "$RAW/$_p-server-sockwatch.txt" '^ready ' 5
 	# shellcheck disable=SC2086

@@ -65,3 +65,68 @@ def test_a_unit_that_dies_while_watching_leaves_no_fifo(tmp_path, bindir):
     left = sorted(p.name for p in raw.iterdir())
     assert not [n for n in left if n.endswith(".fifo")], left
     assert "sockwatch.txt" in left
+
+
+WATCH = r"""
+. "$COLLECT"
+tl_init "$RAWDIR"
+tl_watch "$RAWDIR/sockwatch.txt" -4 -s listen -p 1
+tl_unwatch stop
+grep '^ready ' "$RAWDIR/sockwatch.txt"
+"""
+
+
+def watch_ready(tmp_path, bindir, **env):
+    raw = tmp_path / "raw"
+    base = {k: v for k, v in os.environ.items() if not k.startswith("TL_")}
+    return subprocess.run(["sh", "-c", WATCH, "t.sh"], capture_output=True, text=True,
+                          timeout=60, env=dict(base, COLLECT=COLLECT, RAWDIR=str(raw),
+                                               TL_UNIT="t", TL_BIN=bindir, **env))
+
+
+def test_a_watcher_samples_every_ms_on_the_host(tmp_path, bindir):
+    """TL_GUEST_WATCH_US is for a QEMU guest only: on the host a unit that sets it still gets
+    sockwatch's 1 ms."""
+    r = watch_ready(tmp_path, bindir, TL_GUEST_WATCH_US="10000")
+    assert r.returncode == 0, r.stderr
+    assert " interval_us=1000 " in r.stdout, r.stdout
+
+
+def test_a_guest_watcher_samples_at_the_units_interval(tmp_path, bindir):
+    r = watch_ready(tmp_path, bindir, TL_GUEST="1", TL_GUEST_WATCH_US="10000")
+    assert r.returncode == 0, r.stderr
+    assert " interval_us=10000 " in r.stdout, r.stdout
+
+
+def test_a_guest_watcher_without_the_units_setting_samples_every_ms(tmp_path, bindir):
+    r = watch_ready(tmp_path, bindir, TL_GUEST="1")
+    assert r.returncode == 0, r.stderr
+    assert " interval_us=1000 " in r.stdout, r.stdout
+
+
+def test_a_bad_guest_interval_is_one_line(tmp_path, bindir):
+    r = watch_ready(tmp_path, bindir, TL_GUEST="1", TL_GUEST_WATCH_US="10ms")
+    assert r.returncode != 0 and r.stdout == ""
+    assert r.stderr.strip().endswith("TL_GUEST_WATCH_US=10ms: not a number of us"), r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+# the units whose facts are timers of a second or more (docs/kernel-matrix.md, "Sampling in a
+# guest"): every continuous watcher they start must sample every TL_WATCH_US
+COARSE_IN_A_GUEST = ("p01-synretry-default", "p05-close-wait", "p05-fin-wait2-timeout",
+                     "p06-time-wait")
+
+
+def test_the_timer_units_set_a_guest_interval_for_every_watcher():
+    exp = os.path.join(TOP, "experiments")
+    for unit in COARSE_IN_A_GUEST:
+        text = open(os.path.join(exp, unit + ".sh")).read()
+        assert "TL_GUEST_WATCH_US=10000" in text, unit
+        if unit == "p01-synretry-default":
+            text = open(os.path.join(exp, "p01-synretry.sh")).read()
+        calls = [line for line in text.replace("\\\n", " ").splitlines()
+                 if '"$TL_BIN/sockwatch"' in line and not line.lstrip().startswith("#")]
+        # tl_watch passes -i "$TL_WATCH_US" itself; a watcher started by hand must too
+        assert calls or "tl_watch " in text, unit
+        for c in calls:
+            assert " -1 " in c or '-i "$TL_WATCH_US"' in c, (unit, c)

@@ -85,6 +85,13 @@ tl_init() {
 		TL_CLIENT_ADDR=$WIRE_CLIENT_ADDR TL_SERVER_ADDR=$WIRE_SERVER_ADDR
 		TL_CLIENT_IF=$WIRE_CLIENT_IF TL_SERVER_IF=$WIRE_SERVER_IF
 	fi
+	# TL_WATCH_US: the continuous watchers' sampling interval (sockwatch -i, in us): sockwatch's
+	# 1 ms default; in a QEMU guest (TL_GUEST) a unit whose facts are timers of a second or more
+	# sets TL_GUEST_WATCH_US before this, for under TCG a watcher waking every ms costs the guest
+	# half a core (docs/kernel-matrix.md, "Sampling in a guest")
+	TL_WATCH_US=1000
+	[ -z "${TL_GUEST:-}" ] || TL_WATCH_US=${TL_GUEST_WATCH_US:-1000}
+	case $TL_WATCH_US in '' | *[!0-9]*) tl_die "TL_GUEST_WATCH_US=$TL_WATCH_US: not a number of us" ;; esac
 	trap 'tl_cleanup' EXIT
 	# each action exits, and ends in a line of its own with a `)`, never read then: a shell that
 	# is bash 5.2 as sh parses a trap held until a `$(` in that `$(`'s state (runstate.sh's
@@ -226,10 +233,10 @@ tl_progress() {
 	done
 }
 
-# tl_watch OUTFILE SOCKWATCH_ARGS...: start sockwatch; its lines go to OUTFILE (through tee) and,
-# one per event, to stderr for a person (tl_progress).  Waits for its `ready` line.  Pids:
-# TL_WATCH (sockwatch), TL_TEE, TL_PROGRESS; two fifos keep each one a process of its own, so
-# each one's exit status can be checked (tl_unwatch).
+# tl_watch OUTFILE SOCKWATCH_ARGS...: start sockwatch, sampling every TL_WATCH_US (tl_init); its
+# lines go to OUTFILE (through tee) and, one per event, to stderr for a person (tl_progress).
+# Waits for its `ready` line.  Pids: TL_WATCH (sockwatch), TL_TEE, TL_PROGRESS; two fifos keep
+# each one a process of its own, so each one's exit status can be checked (tl_unwatch).
 tl_watch() {
 	_wout=$1
 	shift
@@ -243,7 +250,7 @@ tl_watch() {
 	TL_TEE=$!
 	TL_PIDS="$TL_PIDS $TL_TEE"
 	TL_NAMES="$TL_NAMES $TL_TEE:tee"
-	"$TL_BIN/sockwatch" "$@" > "$_wout.fifo" 2> "$_wout.err" &
+	"$TL_BIN/sockwatch" -i "$TL_WATCH_US" "$@" > "$_wout.fifo" 2> "$_wout.err" &
 	TL_WATCH=$!
 	TL_PIDS="$TL_PIDS $TL_WATCH"
 	TL_NAMES="$TL_NAMES $TL_WATCH:sockwatch"
