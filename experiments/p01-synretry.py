@@ -25,7 +25,7 @@ def observed(rawdir, start_ns, end_ns):
     events = [t.sockwatch_event(ev, start_ns) for ev in lines]
     if not events or events[0]["event"] != "new":
         raise t.RawError(f"{path}: no `event=new` line for the SYN-SENT socket")
-    return events, lines[0].str("local")
+    return events, lines[0].str("local"), t.sockwatch_interval_us(path)
 
 
 def one_run(rawdir, unit):
@@ -39,7 +39,7 @@ def one_run(rawdir, unit):
     errno = client.str("errno") if result == "error" else None
     elapsed = client.float("elapsed_s", 0, 86400)
     end_ns = client.int("end_ns", start_ns)
-    events, local = observed(rawdir, start_ns, end_ns)
+    events, local, watch_us = observed(rawdir, start_ns, end_ns)
     linear = t.sysctl_int(sysctls, "net.ipv4.tcp_syn_linear_timeouts",
                           os.path.join(rawdir, "machine.txt"), 0, t.MAX_TCP_SYNCNT)
     exp_times, exp_end = t.expected_syn_schedule(syncnt, linear)
@@ -53,6 +53,7 @@ def one_run(rawdir, unit):
         "counters": t.read_counters_delta(os.path.join(rawdir, "counters-delta.txt"), COUNTERS),
         "sysctls": t.sysctls_json(sysctls, SYSCTLS),
         "events": events,
+        "sockwatch_interval_us": watch_us,
         "retransmits": t.retransmits(events),
         "expected": exp_times,
         "expected_elapsed_s": exp_end,
@@ -112,7 +113,8 @@ def text_run(title, r):
     lines = [f"== {title}: getsockopt(TCP_SYNCNT) = {r['syncnt']}",
              "sysctls: " + "  ".join(f"{k.rsplit('.', 1)[-1]}={'absent' if v is None else v}"
                                      for k, v in s.items()),
-             "", "sockwatch (t_s from the start of connect(); expires_ms = idiag_expires):",
+             "", "sockwatch (t_s from the start of connect(); expires_ms = idiag_expires"
+             + "".join(f"; {n}" for n in filter(None, [t.sampling_text(r["sockwatch_interval_us"])])) + "):",
              f"  {'t_s':>9}  {'event':<6} {'state':<9} {'retrans':>7} {'timer':<5} "
              f"{'expires_ms':>10}  {'expected_t_s':>12}"]
     exp = [0.0] + r["expected"]

@@ -136,8 +136,12 @@ def build(rawroot, outdir):
                         "expires_ms": mine[0]["expires_ms"] if mine else None,
                         "held_s": held_s})
     held_now = still(after_c, "local", h["local"])
+    watch_us = t.sockwatch_interval_us(os.path.join(rawdir, "sockwatch.txt"))
+    sampled = t.sampling_note([os.path.join(rawdir, w) for w in
+                               ("sockwatch.txt", "server-sockwatch.txt")])
     lines = [f"{NAME}: a server that never closes (CLOSE-WAIT) and the client's two FIN-WAIT-2s",
-             t.header(kernel, t.collected_at(rawdir), tw.wire_where(rawdir, wire)), "",
+             t.header(kernel, t.collected_at(rawdir), tw.wire_where(rawdir, wire),
+                      *filter(None, [sampled])), "",
              f"HZ={hz} (machine.txt); TCP_TIMEWAIT_LEN {tc.TCP_TIMEWAIT_LEN_S} s; the sysctls "
              "each side read in its namespace:", f"  {'sysctl':<30} {'client':<10} server"]
     lines += [f"  {k:<30} {v or 'absent':<10} {server.get(k) or 'absent'}"
@@ -196,6 +200,7 @@ def build(rawroot, outdir):
            "sysctls": {k: t.sysctl_value(v) for k, v in sysctls.items()},
            "server_sysctls": {k: t.sysctl_value(v) for k, v in server.items()},
            "counters": cc, "server_counters": sc, "sched_slack_ms": tc.SCHED_SLACK_MS,
+           "sockwatch_interval_us": watch_us,
            "conns": {r["conn"]: conn_json(r) for r in (o, h)},
            "after": {"t_s_from_orphan": round((after_ns - o["start_ns"]) / 1e9, 6),
                      "client": after_c, "server": after_s, "close_wait": cw_rows,

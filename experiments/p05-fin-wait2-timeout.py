@@ -154,8 +154,13 @@ def build(rawroot, outdir):
                                  ("net.ipv4.tcp_fin_timeout",))
     runs = [one_part(rawdir, p, hz, fin_s) for p in PARTS]
     routes = [x.rstrip() for x in t.read_lines(os.path.join(rawdir, "floor-routes.txt"))]
+    watchers = [os.path.join(rawdir, f"{p}-{w}") for p in PARTS
+                for w in ("sockwatch.txt", "server-sockwatch.txt")]
+    watch_us = t.sockwatch_interval_us(watchers[0])
+    sampled = t.sampling_note(watchers)
     lines = [f"{NAME}: how long an orphaned FIN-WAIT-2 socket lives, and TCP_LINGER2",
-             t.header(kernel, t.collected_at(rawdir), tw.wire_where(rawdir, wire)), "",
+             t.header(kernel, t.collected_at(rawdir), tw.wire_where(rawdir, wire),
+                      *filter(None, [sampled])), "",
              f"HZ={hz} (machine.txt); TCP_TIMEWAIT_LEN {tc.TCP_TIMEWAIT_LEN_S} s; TCP_LINGER2 is "
              f"capped at TCP_FIN_TIMEOUT_MAX {tc.TCP_FIN_TIMEOUT_MAX_S} s; a timewait socket "
              f"of <= {tc.TW_KILL_S} s counts TWKilled, a longer one TW",
@@ -193,7 +198,7 @@ def build(rawroot, outdir):
            "server_sysctls": {k: t.sysctl_value(v) for k, v in server.items()},
            "counters": runs[0]["counters"], "server_counters": runs[0]["server_counters"],
            "tcp_timewait_len_s": tc.TCP_TIMEWAIT_LEN_S, "sched_slack_ms": tc.SCHED_SLACK_MS,
-           "floor_routes": routes,
+           "sockwatch_interval_us": watch_us, "floor_routes": routes,
            "parts": {r["part"]: part_json(r) for r in runs}, "ladder": rows}
     tw.write_with_ladder(outdir, NAME, lines + [""], obj, rows)
 

@@ -356,8 +356,13 @@ def build(rawroot, outdir):
             f"({b['case']}), against TCP_TIMEWAIT_LEN {TCP_TIMEWAIT_LEN_MS / 1e3:g} s: gone "
             f"{a['late_ms']:.0f} and {b['late_ms']:.0f} ms after the expiry its timer asked for, "
             f"the timer wheel's granularity being {gran:g} ms at HZ={hz}")
+    watchers = [os.path.join(rawdir, f"{c}-{w}") for c, _, _ in CASES
+                for w in ("sockwatch.txt", "server-sockwatch.txt")]
+    watch_us = t.sockwatch_interval_us(watchers[0])
+    sampled = t.sampling_note(watchers)
     lines = [f"{NAME}: who keeps TIME-WAIT after an orderly close, and for how long",
-             t.header(kernel, t.collected_at(rawdir), tw.wire_where(rawdir, wire)), "", main, "",
+             t.header(kernel, t.collected_at(rawdir), tw.wire_where(rawdir, wire),
+                      *filter(None, [sampled])), "", main, "",
              f"TCP_TIMEWAIT_LEN {TCP_TIMEWAIT_LEN_MS} ms (include/net/tcp.h: 60*HZ; no sysctl "
              f"sets it); HZ={hz} (machine.txt): {jiffies} jiffies, a timer-wheel level of "
              f"granularity {gran:g} ms, so the socket goes up to {gran:g} ms after its expiry",
@@ -388,6 +393,7 @@ def build(rawroot, outdir):
            "load_average": load, "result": "ok", "errno": None, "elapsed_s": None,
            "main": main, "hz": hz, "tcp_timewait_len_ms": TCP_TIMEWAIT_LEN_MS,
            "wheel_gran_ms": gran, "sched_slack_ms": SCHED_SLACK_MS,
+           "sockwatch_interval_us": watch_us,
            "expiries_apart_ms": round(apart_exp, 3), "gone_apart_ms": round(apart_gone, 3),
            "sysctls": t.sysctls_json(sysctls), "server_sysctls": t.sysctls_json(server),
            "counters": cnt["client"], "server_counters": cnt["server"],

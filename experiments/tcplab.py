@@ -353,6 +353,37 @@ def listener_ready(path, mode=None, addr=True):
 
 MAX_EVENTS = 1_000_000
 
+# sockwatch's own default interval (probes/sockwatch.c, -i); a continuous watcher in a QEMU
+# guest samples every TL_GUEST_WATCH_US instead when its unit sets that (experiments/lib/
+# collect.sh, tl_init; docs/kernel-matrix.md "Sampling in a guest")
+SOCKWATCH_DEFAULT_US = 1000
+
+
+def sockwatch_interval_us(path):
+    """The interval (µs) a sockwatch run sampled at, from its `ready` line."""
+    return one_line(path, "ready ").int("interval_us", 1, 10_000_000)
+
+
+def sampling_text(interval_us):
+    """"sampled every N ms, …" when a watcher sampled at another interval than sockwatch's
+    1 ms default (a guest's unit that set TL_GUEST_WATCH_US), else None."""
+    if interval_us == SOCKWATCH_DEFAULT_US:
+        return None
+    return (f"sampled every {interval_us / 1000:g} ms, not {SOCKWATCH_DEFAULT_US / 1000:g} ms, "
+            "as this unit's watchers do in a QEMU guest: its timers are of a second or more "
+            "(docs/kernel-matrix.md)")
+
+
+def sampling_note(paths):
+    """"sockwatch " + sampling_text() of the watchers of paths, whose intervals must agree;
+    None at 1 ms."""
+    ivs = {sockwatch_interval_us(p) for p in paths}
+    if len(ivs) != 1:
+        raise RawError(f"{paths[0]}: its watchers sampled at different intervals: "
+                       f"{sorted(ivs)} us")
+    text = sampling_text(ivs.pop())
+    return None if text is None else "sockwatch " + text
+
 
 def read_sockwatch(path, until_ns=None):
     """A sockwatch run's lines (`t_s=` …) as Fields.  The last line must be sockwatch's `end`
