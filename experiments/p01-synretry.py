@@ -114,7 +114,7 @@ def text_run(title, r):
              "sysctls: " + "  ".join(f"{k.rsplit('.', 1)[-1]}={'absent' if v is None else v}"
                                      for k, v in s.items()),
              "", "sockwatch (t_s from the start of connect(); expires_ms = idiag_expires"
-             + "".join(f"; {n}" for n in filter(None, [t.sampling_text(r["sockwatch_interval_us"])])) + "):",
+             + (t.sampling_text(r["sockwatch_interval_us"], "; ") or "") + "):",
              f"  {'t_s':>9}  {'event':<6} {'state':<9} {'retrans':>7} {'timer':<5} "
              f"{'expires_ms':>10}  {'expected_t_s':>12}"]
     exp = [0.0] + r["expected"]

@@ -136,12 +136,11 @@ def build(rawroot, outdir):
                         "expires_ms": mine[0]["expires_ms"] if mine else None,
                         "held_s": held_s})
     held_now = still(after_c, "local", h["local"])
-    watch_us = t.sockwatch_interval_us(os.path.join(rawdir, "sockwatch.txt"))
-    sampled = t.sampling_note([os.path.join(rawdir, w) for w in
-                               ("sockwatch.txt", "server-sockwatch.txt")])
+    watch_us = t.watchers_interval_us([os.path.join(rawdir, w) for w in
+                                       ("sockwatch.txt", "server-sockwatch.txt")])
     lines = [f"{NAME}: a server that never closes (CLOSE-WAIT) and the client's two FIN-WAIT-2s",
              t.header(kernel, t.collected_at(rawdir), tw.wire_where(rawdir, wire),
-                      *filter(None, [sampled])), "",
+                      t.sampling_text(watch_us, "sockwatch ")), "",
              f"HZ={hz} (machine.txt); TCP_TIMEWAIT_LEN {tc.TCP_TIMEWAIT_LEN_S} s; the sysctls "
              "each side read in its namespace:", f"  {'sysctl':<30} {'client':<10} server"]
     lines += [f"  {k:<30} {v or 'absent':<10} {server.get(k) or 'absent'}"

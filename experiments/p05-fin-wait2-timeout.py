@@ -156,11 +156,10 @@ def build(rawroot, outdir):
     routes = [x.rstrip() for x in t.read_lines(os.path.join(rawdir, "floor-routes.txt"))]
     watchers = [os.path.join(rawdir, f"{p}-{w}") for p in PARTS
                 for w in ("sockwatch.txt", "server-sockwatch.txt")]
-    watch_us = t.sockwatch_interval_us(watchers[0])
-    sampled = t.sampling_note(watchers)
+    watch_us = t.watchers_interval_us(watchers)
     lines = [f"{NAME}: how long an orphaned FIN-WAIT-2 socket lives, and TCP_LINGER2",
              t.header(kernel, t.collected_at(rawdir), tw.wire_where(rawdir, wire),
-                      *filter(None, [sampled])), "",
+                      t.sampling_text(watch_us, "sockwatch ")), "",
              f"HZ={hz} (machine.txt); TCP_TIMEWAIT_LEN {tc.TCP_TIMEWAIT_LEN_S} s; TCP_LINGER2 is "
              f"capped at TCP_FIN_TIMEOUT_MAX {tc.TCP_FIN_TIMEOUT_MAX_S} s; a timewait socket "
              f"of <= {tc.TW_KILL_S} s counts TWKilled, a longer one TW",

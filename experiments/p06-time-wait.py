@@ -358,11 +358,10 @@ def build(rawroot, outdir):
             f"the timer wheel's granularity being {gran:g} ms at HZ={hz}")
     watchers = [os.path.join(rawdir, f"{c}-{w}") for c, _, _ in CASES
                 for w in ("sockwatch.txt", "server-sockwatch.txt")]
-    watch_us = t.sockwatch_interval_us(watchers[0])
-    sampled = t.sampling_note(watchers)
+    watch_us = t.watchers_interval_us(watchers)
     lines = [f"{NAME}: who keeps TIME-WAIT after an orderly close, and for how long",
              t.header(kernel, t.collected_at(rawdir), tw.wire_where(rawdir, wire),
-                      *filter(None, [sampled])), "", main, "",
+                      t.sampling_text(watch_us, "sockwatch ")), "", main, "",
              f"TCP_TIMEWAIT_LEN {TCP_TIMEWAIT_LEN_MS} ms (include/net/tcp.h: 60*HZ; no sysctl "
              f"sets it); HZ={hz} (machine.txt): {jiffies} jiffies, a timer-wheel level of "
              f"granularity {gran:g} ms, so the socket goes up to {gran:g} ms after its expiry",

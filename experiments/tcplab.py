@@ -364,25 +364,23 @@ def sockwatch_interval_us(path):
     return one_line(path, "ready ").int("interval_us", 1, 10_000_000)
 
 
-def sampling_text(interval_us):
-    """"sampled every N ms, …" when a watcher sampled at another interval than sockwatch's
-    1 ms default (a guest's unit that set TL_GUEST_WATCH_US), else None."""
+def sampling_text(interval_us, prefix=""):
+    """prefix + "sampled every N ms, …" when a watcher sampled at another interval than
+    sockwatch's 1 ms default (a guest's unit that set TL_GUEST_WATCH_US), else None."""
     if interval_us == SOCKWATCH_DEFAULT_US:
         return None
-    return (f"sampled every {interval_us / 1000:g} ms, not {SOCKWATCH_DEFAULT_US / 1000:g} ms, "
+    return (f"{prefix}sampled every {interval_us / 1000:g} ms, not {SOCKWATCH_DEFAULT_US / 1000:g} ms, "
             "as this unit's watchers do in a QEMU guest: its timers are of a second or more "
             "(docs/kernel-matrix.md)")
 
 
-def sampling_note(paths):
-    """"sockwatch " + sampling_text() of the watchers of paths, whose intervals must agree;
-    None at 1 ms."""
+def watchers_interval_us(paths):
+    """The one interval (µs) the watchers of paths sampled at; RawError if they disagree."""
     ivs = {sockwatch_interval_us(p) for p in paths}
     if len(ivs) != 1:
         raise RawError(f"{paths[0]}: its watchers sampled at different intervals: "
                        f"{sorted(ivs)} us")
-    text = sampling_text(ivs.pop())
-    return None if text is None else "sockwatch " + text
+    return ivs.pop()
 
 
 def read_sockwatch(path, until_ns=None):
@@ -450,13 +448,14 @@ def retransmits(events):
 
 
 def header(kernel, collected, *notes, tool=None):
-    """The second line of every report: "kernel K[; tool]; collected C[; note…]"."""
+    """The second line of every report: "kernel K[; tool]; collected C[; note…]" (a None
+    note is left out)."""
     parts = [f"kernel {kernel}"] if kernel is not None else []
     if tool:
         parts.append(tool)
     if collected is not None:
         parts.append(f"collected {collected}")
-    return "; ".join(parts + list(notes))
+    return "; ".join(parts + [n for n in notes if n is not None])
 
 
 def syn_model_timeout(boundary, rto_base=1.0, rto_max=120.0):
