@@ -42,21 +42,25 @@ snapshot() {
 	fi
 }
 
-# wait_gone PORT BOUND_S: poll the client's sockwatch output (every 0.1 s: the time of the
-# event is sockwatch's own, not this poll's) until the socket to PORT is gone; a progress line
-# every PROGRESS_S s for the person waiting
+# wait_gone PORT BOUND_S: wait (probes/waitfor, PROGRESS_S s at a time: one program per
+# look, not a grep and a sleep every 0.1 s; the time of the event is sockwatch's own) until the
+# client's sockwatch saw the socket to PORT go; a progress line every PROGRESS_S s for the
+# person waiting
 wait_gone() {
-	_t0=$(date +%s) _next=$PROGRESS_S
-	until grep -q "event=gone .*peer=$TL_SERVER_ADDR:$1 " "$RAW/sockwatch.txt"; do
-		tl_running "$TL_WATCH" || tl_die "sockwatch ended before the orphan was gone"
-		_el=$(($(date +%s) - _t0))
+	_el=0
+	while :; do
+		"$TL_BIN/waitfor" -p "$TL_WATCH" -f "$RAW/sockwatch.txt" \
+			-e "event=gone .*peer=$TL_SERVER_ADDR:$1 " -i 100 -t $((PROGRESS_S * 1000))
+		case $? in
+		0) return 0 ;;
+		1) tl_die "sockwatch ended before the orphan was gone" ;;
+		3) ;;
+		*) tl_die "waitfor failed waiting for the orphan to go" ;;
+		esac
+		_el=$((_el + PROGRESS_S))
 		[ "$_el" -lt "$2" ] || tl_die "the orphan to port $1 still there after $2 s"
-		if [ "$_el" -ge "$_next" ]; then
-			_next=$((_el + PROGRESS_S))
-			tl_log "orphan: FIN-WAIT-2 still there ${_el} s into the wait" \
-				"(tcp_fin_timeout=$FIN s); the CLOSE-WAIT sockets and the held FIN-WAIT-2 wait on"
-		fi
-		sleep 0.1
+		tl_log "orphan: FIN-WAIT-2 still there ${_el} s into the wait" \
+			"(tcp_fin_timeout=$FIN s); the CLOSE-WAIT sockets and the held FIN-WAIT-2 wait on"
 	done
 }
 

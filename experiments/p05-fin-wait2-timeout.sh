@@ -29,15 +29,16 @@ ipv4/tcp_max_tw_buckets ipv4/tcp_rto_min_us ipv4/tcp_timestamps"
 CLIENT_STATES="-s syn-sent -s estab -s fin-wait-1 -s fin-wait-2 -s closing -s time-wait"
 SERVER_STATES="-s estab -s close-wait -s last-ack"
 
-# wait_gone FILE PORT BOUND_S: poll a sockwatch output (every 0.1 s: the event's time is
-# sockwatch's own) until the socket to or from PORT is gone
+# wait_gone FILE PORT BOUND_S: wait (probes/waitfor: one program, not a grep and a sleep every
+# 0.1 s; the event's time is sockwatch's own) until a sockwatch output shows the socket to or
+# from PORT gone
 wait_gone() {
-	_left=$(($3 * 10))
-	until grep -q "event=gone .*:$2 " "$1"; do
-		_left=$((_left - 1))
-		[ "$_left" -gt 0 ] || tl_die "the socket of port $2 still there after $3 s ($1)"
-		sleep 0.1
-	done
+	"$TL_BIN/waitfor" -f "$1" -e "event=gone .*:$2 " -i 100 -t $(($3 * 1000))
+	case $? in
+	0) ;;
+	3) tl_die "the socket of port $2 still there after $3 s ($1)" ;;
+	*) tl_die "waitfor failed waiting for the socket of port $2 to go ($1)" ;;
+	esac
 }
 
 # srv_snap FILE PORT: sockwatch -1 of the server's sockets of PORT (none is an empty file)

@@ -138,21 +138,31 @@ fi
 unwatch "$SW_CC_S" "$RAW/client-closes-server-sockwatch.txt"
 unwatch "$SW_SC" "$RAW/server-closes-sockwatch.txt"
 
-# ---- the wait: until both are gone (their watchers end, -e), a look every PROGRESS_S s
+# ---- the wait: until both are gone (their watchers end, -e), a look every PROGRESS_S s; the
+# waiting is probes/waitfor's, up to 1 s at a time on a watcher still running (it returns when
+# that one ends): one program a second, not a sleep every 0.1 s
 tl_log "TIME-WAIT: both sockets there; waiting for them to go (TCP_TIMEWAIT_LEN is 60 s)"
-_n=0 _left=$((WAIT_S * 10))
-while tl_running "$SW_CC" || tl_running "$SW_SC_S"; do
-	_left=$((_left - 1))
-	[ "$_left" -gt 0 ] || tl_die "a TIME-WAIT socket is still there after $WAIT_S s"
+_n=0
+while :; do
+	if tl_running "$SW_CC"; then _w=$SW_CC
+	elif tl_running "$SW_SC_S"; then _w=$SW_SC_S
+	else break
+	fi
+	[ "$_n" -lt "$WAIT_S" ] || tl_die "a TIME-WAIT socket is still there after $WAIT_S s"
+	"$TL_BIN/waitfor" -p "$_w" -t 1000
+	case $? in
+	0) continue ;;
+	3) ;;
+	*) tl_die "waitfor failed waiting for $(tl_name "$_w")" ;;
+	esac
 	_n=$((_n + 1))
-	if [ $((_n % (PROGRESS_S * 10))) -eq 0 ]; then
+	if [ $((_n % PROGRESS_S)) -eq 0 ]; then
 		_c=$(wc -l < "$RAW/countdown.txt") _s=$(wc -l < "$RAW/server-countdown.txt")
 		snap
-		tl_log "TIME-WAIT, waited $((_n / 10)) s: the client's socket (client-closes)" \
+		tl_log "TIME-WAIT, waited $_n s: the client's socket (client-closes)" \
 			"$(look "$RAW/countdown.txt" "$_c"), the server's (server-closes)" \
 			"$(look "$RAW/server-countdown.txt" "$_s")"
 	fi
-	sleep 0.1
 done
 unwatch "$SW_CC" "$RAW/client-closes-sockwatch.txt"
 unwatch "$SW_SC_S" "$RAW/server-closes-server-sockwatch.txt"

@@ -1,7 +1,7 @@
-"""experiments/lib/collect.sh's readiness poll, on the edge where it once lost a race: a program
-prints the awaited line and exits between one look at the file and the check that it still
-runs.  grep is replaced by a shell function that misses the line on its first call only, which
-is that interleaving made certain."""
+"""experiments/lib/collect.sh's readiness wait, on the edge where it once lost a race: a program
+prints the awaited line and exits before the wait's first look at the file.  The wait is
+probes/waitfor's (it reads the file once more after the process is seen gone); these check that
+tl_wait_count keeps that promise and words the failure as before."""
 import os
 import subprocess
 
@@ -11,35 +11,27 @@ COLLECT = os.path.join(TOP, "experiments", "lib", "collect.sh")
 
 SCRIPT = r"""
 . "$COLLECT"
-state=$(mktemp)
-echo 0 > "$state"
-grep() {
-	n=$(cat "$state"); echo $((n + 1)) > "$state"
-	if [ "$n" -eq 0 ]; then echo 0; return 1; fi   # the look before the line was there
-	command grep "$@"
-}
 printf 'ready x=1\nready x=2\n' > "$FILE"
 true & pid=$!
 wait "$pid"
 tl_wait_count "$pid" "$FILE" '^ready ' "$WANT" 2 && echo "found"
-rm -f "$state"
 """
 
 
-def run(tmp_path, want):
+def run(tmp_path, want, bindir):
     f = tmp_path / "prog.txt"
     return subprocess.run(["sh", "-c", SCRIPT], capture_output=True, text=True, timeout=20,
                           env=dict(os.environ, COLLECT=COLLECT, FILE=str(f), WANT=str(want),
-                                   TL_UNIT="t"))
+                                   TL_UNIT="t", TL_BIN=bindir))
 
 
-def test_lines_printed_before_the_exit_count(tmp_path):
-    r = run(tmp_path, 2)
+def test_lines_printed_before_the_exit_count(tmp_path, bindir):
+    r = run(tmp_path, 2, bindir)
     assert r.returncode == 0 and r.stdout == "found\n", r.stderr
 
 
-def test_an_exit_without_the_lines_still_fails(tmp_path):
-    r = run(tmp_path, 3)
+def test_an_exit_without_the_lines_still_fails(tmp_path, bindir):
+    r = run(tmp_path, 3, bindir)
     assert r.returncode == 1 and r.stdout == ""
     assert "prog exited before 3 lines of '^ready '" in r.stderr
 

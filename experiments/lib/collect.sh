@@ -72,7 +72,8 @@ tl_init() {
 	[ -n "${1:-}" ] || tl_die "usage: $0 RAWDIR"
 	RAW=$1
 	mkdir -p "$RAW" || tl_die "cannot create $RAW"
-	[ -x "$TL_BIN/sockwatch" ] || tl_die "programs not built in $TL_BIN (run make)"
+	{ [ -x "$TL_BIN/sockwatch" ] && [ -x "$TL_BIN/waitfor" ]; } ||
+		tl_die "programs not built in $TL_BIN (run make)"
 	for _p in "$TL_BIN"/*; do
 		case $_p in *.tmp) continue ;; esac	# a link the Makefile has not renamed yet
 		[ ! -f "$_p" ] || tl_elf "$_p" || tl_die "$_p is not an executable program (run make)"
@@ -120,26 +121,24 @@ tl_wait_line() {
 	tl_wait_count "$1" "$2" "$3" 1 "$4"
 }
 
-# tl_wait_count PID FILE PATTERN COUNT TIMEOUT_S: poll FILE (every 10 ms, up to TIMEOUT_S)
-# until COUNT of its lines match the extended regex PATTERN, while PID runs; tl_die if PID
-# ends first or the time runs out.  A program that prints the lines and exits between one
-# look and the next has still printed them: FILE is read once more after PID is seen gone.
+# tl_wait_count PID FILE PATTERN COUNT TIMEOUT_S: wait (up to TIMEOUT_S) until COUNT of FILE's
+# lines match the extended regex PATTERN, while PID runs; tl_die if PID ends first or the time
+# runs out.  A program that prints the lines and exits between one look and the next has still
+# printed them: FILE is read once more after PID is seen gone.  probes/waitfor does the wait in
+# one process (FILE read where it stopped, every 10 ms; PID's end by a pidfd): a grep and a
+# sleep every 10 ms cost a QEMU guest most of a core (docs/kernel-matrix.md, "Waiting in a guest").
 tl_wait_count() {
-	_pid=$1 _file=$2 _pat=$3 _want=$4 _left=$(($5 * 100)) _what=""
+	_what=""
 	[ "$4" -eq 1 ] || _what=" $4 lines of"
-	while :; do
-		_got=$(grep -Ec "$_pat" "$_file" 2>/dev/null) || [ -n "$_got" ] || _got=0
-		[ "$_got" -lt "$_want" ] || return 0
-		if ! tl_running "$_pid"; then
-			_got=$(grep -Ec "$_pat" "$_file" 2>/dev/null) || [ -n "$_got" ] || _got=0
-			[ "$_got" -lt "$_want" ] || return 0
-			cat "$_file.err" >&2 2>/dev/null
-			tl_die "$(basename "$_file" .txt) exited before$_what '$_pat'"
-		fi
-		_left=$((_left - 1))
-		[ "$_left" -gt 0 ] || tl_die "no$_what '$_pat' in $_file after $5 s"
-		sleep 0.01
-	done
+	"$TL_BIN/waitfor" -p "$1" -f "$2" -e "$3" -n "$4" -t "$(($5 * 1000))"
+	case $? in
+	0) ;;
+	1)
+		cat "$2.err" >&2 2>/dev/null
+		tl_die "$(basename "$2" .txt) exited before$_what '$3'" ;;
+	3) tl_die "no$_what '$3' in $2 after $5 s" ;;
+	*) tl_die "waitfor failed waiting for '$3' in $2" ;;
+	esac
 }
 
 # tl_reap PID: wait for PID (already ended) and forget it; its exit status is left in TL_RC.
@@ -152,14 +151,13 @@ tl_reap() {
 # tl_wait_exit PID TIMEOUT_S: wait for a process that ends by itself, at most TIMEOUT_S; it must
 # exit 0 (anything else, a signal included, fails the unit).
 tl_wait_exit() {
-	_pid=$1 _left=$(($2 * 100))
-	while tl_running "$_pid"; do
-		_left=$((_left - 1))
-		if [ "$_left" -le 0 ]; then
-			tl_die "$(tl_name "$_pid") still running after $2 s"
-		fi
-		sleep 0.01
-	done
+	_pid=$1
+	"$TL_BIN/waitfor" -p "$_pid" -t "$(($2 * 1000))"
+	case $? in
+	0) ;;
+	3) tl_die "$(tl_name "$_pid") still running after $2 s" ;;
+	*) tl_die "waitfor failed waiting for $(tl_name "$_pid") to end" ;;
+	esac
 	_nm=$(tl_name "$_pid")
 	tl_reap "$_pid"
 	[ "$TL_RC" -eq 0 ] || tl_die "$_nm exited with status $TL_RC"
