@@ -528,6 +528,22 @@ build_initramfs() {
 
 # Echo the guest's console to stderr as it comes: "tcplab:" lines always, kernel lines with -v.
 # The first "tcplab: init" line's arrival is written to WORK/boot_s.
+# qemu_cpu_mark LINE: "UNIT start|done CPU_S" into WORK/unit-cpu, CPU_S the CPU time QEMU has
+# used so far (utime + stime of /proc/PID/stat): vm.txt's cpu_s.UNIT is done minus start.
+qemu_cpu_mark() {
+	local pid stat f
+	[ -s "$WORK/qemu.pid" ] || return 0
+	pid=$(cat "$WORK/qemu.pid") || return 0
+	stat=$(cat "/proc/$pid/stat" 2>/dev/null) || return 0
+	# shellcheck disable=SC2206 # the fields after "(comm)", which has no blank in QEMU's case
+	f=(${stat##*) })
+	case $1 in
+	"init: all units done"*) echo "- total $(( f[11] + f[12] ))" ;;
+	*": start "*) echo "${1%%: *} start $(( f[11] + f[12] ))" ;;
+	*) echo "${1%%: *} done $(( f[11] + f[12] ))" ;;
+	esac >>"$WORK/unit-cpu"
+}
+
 watch_console() {
 	local line
 	while IFS= read -r line; do
@@ -536,7 +552,12 @@ watch_console() {
 		"tcplab: init: kernel"*)
 			[ -f "$WORK/boot_s" ] || since_start >"$WORK/boot_s"
 			progress "[$(since_start) s] ${line#tcplab: }" ;;
-		"tcplab: "*) progress "[$(since_start) s] ${line#tcplab: }" ;;
+		"tcplab: "*)
+			case $line in
+			*": start (at most "* | *": done rc="* | "tcplab: init: all units done"*)
+				qemu_cpu_mark "${line#tcplab: }" ;;
+			esac
+			progress "[$(since_start) s] ${line#tcplab: }" ;;
 		*)
 			if [[ $line =~ ^\[\ *[0-9]+\.[0-9]+\] ]]; then
 				[ "$VERBOSE" = 1 ] && progress "[$(since_start) s] kernel: $line"
@@ -630,6 +651,18 @@ judge() {
 	fi
 }
 
+# cpu_s.UNIT=S: the CPU time (user + system, seconds) QEMU used from the unit's start line to
+# its done line, as the host saw it; qemu_cpu_s: QEMU's total from its start to the guest's
+# "all units done" (boot included).  A unit with no done line has none.
+unit_cpu_lines() {
+	[ -s "$WORK/unit-cpu" ] || return 0
+	awk -v hz="$(getconf CLK_TCK)" '
+		$2 == "start" { s[$1] = $3 }
+		$2 == "done" && ($1 in s) { printf "cpu_s.%s=%.2f\n", $1, ($3 - s[$1]) / hz }
+		$2 == "total" { printf "qemu_cpu_s=%.2f\n", $3 / hz }
+	' "$WORK/unit-cpu"
+}
+
 write_vm_txt() {
 	local u qv
 	qv=$(qemu-system-x86_64 --version | awk 'NR == 1')
@@ -656,6 +689,7 @@ write_vm_txt() {
 		for u in "${UNITS[@]}"; do
 			echo "unit.$u=${UNIT_RC[$u]}"
 		done
+		unit_cpu_lines
 	} >"$RAWROOT/vm.txt.tmp"
 	mv -f "$RAWROOT/vm.txt.tmp" "$RAWROOT/vm.txt"
 	cp "$WORK/console.log" "$RAWROOT/vm-console.log"
