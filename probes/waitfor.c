@@ -3,7 +3,7 @@
  * a timeout.  experiments/lib/collect.sh's tl_wait_count and tl_wait_exit call it.
  *
  * Why a program: the shell's way (grep -c FILE and sleep 0.01, over and over) runs two
- * programs every 10 ms, and in a QEMU guest under TCG each fork+exec costs the host 9-14 ms of
+ * programs every 10 ms, and in a QEMU guest under TCG each fork+exec costs the host 8-15 ms of
  * CPU (docs/kernel-matrix.md, "Waiting in a guest"), so a wait of a few seconds cost most of a
  * core.  Here the process's end is a pidfd (pidfd_open(2), Linux 5.3; /proc/PID/stat where
  * there is none), and the file is read from where the last look stopped, every 10 ms (-i), so
