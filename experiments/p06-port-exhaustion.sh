@@ -232,9 +232,15 @@ set_sysctl tcp_timestamps 1
 
 # ---- tcp_max_tw_buckets: room for BUCKETS_EXTRA more TIME-WAIT sockets -----------------------
 PART=buckets
-_tw=$(sed -n 's/^TCP: .* tw \([0-9]*\) .*/\1/p' /proc/thread-self/net/sockstat)
-[ -n "$_tw" ] || tl_die "no tw in /proc/thread-self/net/sockstat"
+# tcp_tw_reuse 0 for this part: with 1 (the part before), the last connect() may take a port
+# whose TIME-WAIT socket is older than tcp_tw_reuse_delay (1 s) and end that socket
+# (TWRecycled: +2 in this part in a 7.2 guest), leaving fewer TIME-WAIT sockets than the room
+# made.  Then one read of sockstat, kept and counted: the report's TIME-WAIT count before
+# the part is this file's (two reads once differed by one, under CI's load)
+set_sysctl tcp_tw_reuse 0
 cat /proc/thread-self/net/sockstat > "$RAW/buckets-sockstat-before.txt" || tl_die "sockstat"
+_tw=$(sed -n 's/^TCP: .* tw \([0-9]*\) .*/\1/p' "$RAW/buckets-sockstat-before.txt")
+[ -n "$_tw" ] || tl_die "no tw in /proc/thread-self/net/sockstat"
 set_sysctl tcp_max_tw_buckets $((_tw + BUCKETS_EXTRA))
 begin buckets "$TL_CLIENT_IF" 21094
 exhaust buckets "$TL_SERVER_ADDR" 21094
