@@ -528,8 +528,9 @@ build_initramfs() {
 
 # Echo the guest's console to stderr as it comes: "tcplab:" lines always, kernel lines with -v.
 # The first "tcplab: init" line's arrival is written to WORK/boot_s.
-# qemu_cpu_mark LINE: "UNIT start|done CPU_S" into WORK/unit-cpu, CPU_S the CPU time QEMU has
-# used so far (utime + stime of /proc/PID/stat): vm.txt's cpu_s.UNIT is done minus start.
+# qemu_cpu_mark LINE: "UNIT start|done TICKS" (or "- total TICKS") into WORK/unit-cpu, TICKS
+# the CPU time QEMU has used so far in clock ticks (utime + stime of /proc/PID/stat);
+# unit_cpu_lines turns them into vm.txt's seconds (cpu_s.UNIT is done minus start).
 qemu_cpu_mark() {
 	local pid stat f
 	[ -s "$WORK/qemu.pid" ] || return 0
