@@ -25,7 +25,7 @@ part() {
 	tl_capture "$_p-capture" "$TL_CLIENT_IF" "$_port"
 	# the server's request socket (SYN-RECV, source port _port), watched in its namespace
 	tl_bg "$RAW/$_p-server-sockwatch.txt" nsenter --net="/run/netns/$TL_NS_SERVER" \
-		"$TL_BIN/sockwatch" -4 -e -s syn-recv -P "$_port"
+		"$TL_BIN/sockwatch" -i "$TL_WATCH_US" -4 -e -s syn-recv -P "$_port"
 	_swatch=$TL_LAST
 	tl_wait_line "$_swatch" "$RAW/$_p-server-sockwatch.txt" '^ready ' 5
 	tl_watch "$RAW/$_p-sockwatch.txt" -4 -e -s syn-sent -p "$_port"

@@ -64,7 +64,7 @@ start() {
 	tl_capture "$_p-capture" "$TL_CLIENT_IF" "$_port"
 	# shellcheck disable=SC2086 # SW_C: options, split on purpose
 	tl_bg "$RAW/$_p-server-sockwatch.txt" nsenter --net="/run/netns/$TL_NS_SERVER" \
-		"$TL_BIN/sockwatch" -4 -e -s estab -P "$_port" $SW_C
+		"$TL_BIN/sockwatch" -i "$TL_WATCH_US" -4 -e -s estab -P "$_port" $SW_C
 	SWATCH=$TL_LAST
 	tl_wait_line "$SWATCH" "$RAW/$_p-server-sockwatch.txt" '^ready ' 5
 	# shellcheck disable=SC2086

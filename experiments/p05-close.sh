@@ -46,11 +46,11 @@ start() {
 	tl_capture "$_p-capture" "$TL_CLIENT_IF" "$_port"
 	# shellcheck disable=SC2086 # options, split on purpose
 	tl_bg "$RAW/$_p-server-sockwatch.txt" nsenter --net="/run/netns/$TL_NS_SERVER" \
-		"$TL_BIN/sockwatch" -4 -e $STATES -P "$_port" $SW_C
+		"$TL_BIN/sockwatch" -i "$TL_WATCH_US" -4 -e $STATES -P "$_port" $SW_C
 	SW=$TL_LAST
 	tl_wait_line "$SW" "$RAW/$_p-server-sockwatch.txt" '^ready ' 5
 	# shellcheck disable=SC2086
-	tl_bg "$RAW/$_p-sockwatch.txt" "$TL_BIN/sockwatch" -4 $WATCH_E $STATES -p "$_port" $SW_C
+	tl_bg "$RAW/$_p-sockwatch.txt" "$TL_BIN/sockwatch" -i "$TL_WATCH_US" -4 $WATCH_E $STATES -p "$_port" $SW_C
 	CW=$TL_LAST
 	tl_wait_line "$CW" "$RAW/$_p-sockwatch.txt" '^ready ' 5
 }

@@ -180,7 +180,7 @@ done
 server 127.0.0.1 21091
 # every TIME-WAIT (and FIN-WAIT-2, which may be a timewait socket already) socket of the client
 # namespace as it comes and changes: when each entered TIME-WAIT
-tl_bg "$RAW/sockwatch.txt" "$TL_BIN/sockwatch" -4 -s time-wait -s fin-wait-2
+tl_bg "$RAW/sockwatch.txt" "$TL_BIN/sockwatch" -i "$TL_WATCH_US" -4 -s time-wait -s fin-wait-2
 WATCH=$TL_LAST
 tl_wait_line "$WATCH" "$RAW/sockwatch.txt" '^ready ' 5
 WT_PORT=-p

@@ -105,8 +105,8 @@ def test_a_bad_guest_interval_is_one_line(tmp_path, bindir):
 
 # the units whose facts are timers of a second or more (docs/kernel-matrix.md, "Sampling in a
 # guest"): every continuous watcher they start must sample every TL_WATCH_US
-COARSE_IN_A_GUEST = ("p01-synretry-default", "p05-close-wait", "p05-fin-wait2-timeout",
-                     "p06-time-wait")
+COARSE_IN_A_GUEST = ("p01-synretry-default", "p02-accept-queue", "p05-close-wait",
+                     "p05-fin-wait2-timeout", "p06-time-wait")
 
 
 def test_the_timer_units_set_a_guest_interval_for_every_watcher():
@@ -122,3 +122,26 @@ def test_the_timer_units_set_a_guest_interval_for_every_watcher():
         assert calls or "tl_watch " in text, unit
         for c in calls:
             assert " -1 " in c or '-i "$TL_WATCH_US"' in c, (unit, c)
+
+
+def watcher_calls(text):
+    """The continuous sockwatch calls a unit script starts by hand (not tl_watch, not -1)."""
+    return [line for line in text.replace("\\\n", " ").splitlines()
+            if '"$TL_BIN/sockwatch"' in line and not line.lstrip().startswith("#")
+            and " -1 " not in line + " "]
+
+
+def test_every_watcher_started_by_hand_gets_the_units_interval():
+    """docs/kernel-matrix.md ("Sampling in a guest"): each watcher a script starts by hand passes
+    -i "$TL_WATCH_US", so that a unit's TL_GUEST_WATCH_US reaches all of its watchers; the one
+    exception is accept-path's queue sampler, whose interval is the experiment's own (-i "$_iv")."""
+    exp = os.path.join(TOP, "experiments")
+    seen = 0
+    for name in sorted(os.listdir(exp)):
+        if not name.endswith(".sh"):
+            continue
+        for c in watcher_calls(open(os.path.join(exp, name)).read()):
+            seen += 1
+            assert '-i "$TL_WATCH_US"' in c or (name == "accept-path.sh" and '-i "$_iv"' in c), \
+                (name, c)
+    assert seen >= 12, seen
