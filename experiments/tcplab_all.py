@@ -17,7 +17,14 @@ run by hand.
 3. SIGINT, SIGTERM, SIGHUP, SIGQUIT, or any error here: every child group gets SIGTERM (run.sh's
    own traps stop its QEMU, units and namespaces and remove its temporary directory); a group
    still there after STOP_WAIT_S gets SIGKILL (its QEMU dies with it: setpriv --pdeathsig).
-4. One summary line per kernel (release, units ok/failed/skipped, wall time); exit 0 when every
+4. While two or more guests run, the one furthest behind runs at the CPU priority it started
+   with and the others at BEHIND_NICE higher (nicer), re-decided every BALANCE_S: the guests
+   run the same units in the same order, so the one with the fewest units done (of those with
+   equal counts, the one whose current unit started last) holds up the matrix's end.  Every
+   thread of every process of a guest's run is reniced (setpriority on each /proc/PID/task/TID:
+   a process's nice value is its threads', and QEMU's vCPU is a thread).  The host's run keeps
+   its priority: its timing units (connect-modes, poll-scaling) are not emulated.
+5. One summary line per kernel (release, units ok/failed/skipped, wall time); exit 0 when every
    child exited 0, else the worst child's status (worst first: 1 failed, 2 usage, 4 skipped).
 
 TCPLAB_ALL_PLAN=1: print the budget line and each child's command line (releases as VER: no
@@ -55,6 +62,15 @@ RESERVE_MIN_KB = 1024 * 1024
 # two guests per CPU fill a CPU without queueing long behind each other.
 GUESTS_PER_CPU = 2
 STOP_WAIT_S = 40      # run.sh's own cleanup: vm.sh gives QEMU 5 s, then namespaces, temp dirs
+# The guests ahead yield to the one furthest behind (docs/kernel-matrix.md, "All kernels at
+# once"): nice +3 is about half the CPU weight of nice 0 (kernel/sched/core.c,
+# sched_prio_to_weight: 1024 against 526), so the one behind gets more of a CPU without the
+# others stopping.
+BEHIND_NICE = 3
+BALANCE_S = 5
+# a guest's "UNIT: done rc=N (...)" line (vm.sh), as the driver prints it
+UNIT_DONE = re.compile(r"^vm: \[[0-9.]+ s\] \S+: done rc=")
+UNIT_START = re.compile(r"^vm: \[[0-9.]+ s\] \S+: start ")
 EXIT_FAIL, EXIT_USAGE, EXIT_SKIP = 1, 2, 4
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 
@@ -117,6 +133,53 @@ class Job:
         self.finished = None
         self.last = ""
         self.release = None
+        self.units_done = 0
+        self.unit_started = 0.0     # time.monotonic() of its current unit's start line
+        self.nice = 0               # the increment the balancer last gave it
+
+
+def furthest_behind(guests):
+    """The guest whose run holds up the end: the fewest units done, and of those the one whose
+    current unit started last (a later start of the same unit is further behind)."""
+    return min(guests, key=lambda g: (g.units_done, -g.unit_started))
+
+
+def process_tree(root):
+    """root and every process below it, from /proc's ppid fields."""
+    kids = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                st = f.read()
+        except OSError:
+            continue
+        kids.setdefault(int(st[st.rindex(")") + 2:].split()[1]), []).append(int(d))
+    out, todo = [], [root]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        todo.extend(kids.get(p, []))
+    return out
+
+
+def renice_tree(root, nice):
+    """Set every thread of root's tree to nice value `nice`; returns the threads set.  A thread
+    or process that ended meanwhile is passed over."""
+    n = 0
+    for pid in process_tree(root):
+        try:
+            tids = [int(t) for t in os.listdir(f"/proc/{pid}/task")]
+        except OSError:
+            continue
+        for tid in tids:
+            try:
+                os.setpriority(os.PRIO_PROCESS, tid, nice)
+                n += 1
+            except (ProcessLookupError, PermissionError):
+                pass
+    return n
 
 
 class Driver:
@@ -125,6 +188,7 @@ class Driver:
         self.out_lock = threading.Lock()
         self.done = queue.Queue()
         self.running = []
+        self.base_nice = os.getpriority(os.PRIO_PROCESS, 0)
 
     def say(self, tag, line):
         with self.out_lock:
@@ -135,6 +199,10 @@ class Driver:
         for raw in job.proc.stdout:
             line = raw.decode("utf-8", "replace").rstrip("\n")
             job.last = line or job.last
+            if UNIT_DONE.match(line):
+                job.units_done += 1
+            elif UNIT_START.match(line):
+                job.unit_started = time.monotonic()
             f = parse_finished(line)
             if f:
                 job.finished = f
@@ -150,6 +218,25 @@ class Driver:
                                     start_new_session=True)
         self.running.append(job)
         threading.Thread(target=self._pump, args=(job,), daemon=True).start()
+
+    def balance(self, guests):
+        """One look: the guest furthest behind at its starting priority, the others BEHIND_NICE
+        nicer; only a guest whose share changes is reniced.  Returns the one behind, or None
+        with fewer than two guests running."""
+        live = [g for g in guests if g.proc is not None and g.rc is None]
+        if len(live) < 2:
+            for g in live:
+                self.set_nice(g, 0)
+            return None
+        behind = furthest_behind(live)
+        for g in live:
+            self.set_nice(g, 0 if g is behind else BEHIND_NICE)
+        return behind
+
+    def set_nice(self, job, inc):
+        if job.nice != inc:
+            renice_tree(job.proc.pid, self.base_nice + inc)
+            job.nice = inc
 
     def stop_all(self):
         """SIGTERM to every child's group, then SIGKILL to what is left after STOP_WAIT_S."""
@@ -282,8 +369,16 @@ def main(argv):
             driver.start(pending.pop(0))
             running_guests += 1
         left = 1 + len(guests)
+        moves, behind = 0, None
         while left:
-            job = driver.done.get()
+            try:
+                job = driver.done.get(timeout=BALANCE_S)
+            except queue.Empty:
+                b = driver.balance(guests)
+                if b is not None and b is not behind:
+                    moves += behind is not None
+                    behind = b
+                continue
             left -= 1
             if job is not host:
                 running_guests -= 1
@@ -291,6 +386,12 @@ def main(argv):
                     driver.start(pending.pop(0))
                     running_guests += 1
         wall = time.monotonic() - t0
+        if behind is None:
+            driver.say("all", "at most one guest ran at a time: no guest yielded to another")
+        else:
+            driver.say("all", f"the guest furthest behind ran at nice {driver.base_nice}, the "
+                       f"others at {driver.base_nice + BEHIND_NICE}; the one behind changed "
+                       f"{moves} time(s)")
         for j in [host] + guests:
             rel = j.release or os.uname().release
             if j.finished:

@@ -321,3 +321,92 @@ def test_all_kernels_interrupted(tmp_path, bindir):
     # the units in each guest have 20 s and more to go; the host's children stop in seconds
     assert took < 60, f"took {took:.1f} s to stop:\n{rest[-2000:]}"
     assert wait_clean(out, tag, ns_before) == []
+
+
+# ---- the guest furthest behind gets the CPU first, without QEMU ------------------------------
+
+def job(done, started):
+    j = tcplab_all.Job("k", [])
+    j.units_done, j.unit_started = done, started
+    return j
+
+
+def test_furthest_behind_is_the_fewest_units_done_then_the_latest_start():
+    a, b, c = job(5, 10.0), job(4, 3.0), job(4, 8.0)
+    assert tcplab_all.furthest_behind([a, b, c]) is c     # b and c in the same unit: c began it later
+    assert tcplab_all.furthest_behind([a, b]) is b
+    c.units_done = 6
+    assert tcplab_all.furthest_behind([a, b, c]) is b
+
+
+def test_progress_is_read_from_the_guests_unit_lines():
+    assert tcplab_all.UNIT_DONE.match("vm: [23.0 s] p01-machine: done rc=0 (14.32 .. 15.96 s)")
+    assert tcplab_all.UNIT_START.match("vm: [23.1 s] p01-strace: start (at most 60 s)")
+    # a unit's own progress line that mentions done is not the end of a unit
+    assert not tcplab_all.UNIT_DONE.match("vm: [49.3 s]   [p01-synretry] sockwatch: done rc=0")
+    assert not tcplab_all.UNIT_DONE.match("vm: [30.1 s]   [p06-time-wait] x: done rc=1")
+
+
+THREADED = ("import threading, time; ts = [threading.Thread(target=time.sleep, args=(60,)) "
+            "for _ in range(2)]; [t.start() for t in ts]; print('ready', flush=True); "
+            "[t.join() for t in ts]")
+
+
+def nices(root):
+    """{tid: nice} of every thread in root's tree (/proc/TID/stat field 19)."""
+    out = {}
+    for pid in tcplab_all.process_tree(root):
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                st = f.read()
+            out[int(tid)] = int(st[st.rindex(")") + 2:].split()[16])
+    return out
+
+
+def tree():
+    """A session like a child run: sh, below it a python with two threads more."""
+    p = subprocess.Popen(["sh", "-c", '"$0" -c "$1" & wait', "/usr/bin/python3",
+                          THREADED], stdout=subprocess.PIPE, text=True, start_new_session=True)
+    assert p.stdout.readline() == "ready\n"
+    return p
+
+
+def test_renice_reaches_every_thread_of_the_tree_and_back():
+    base = os.getpriority(os.PRIO_PROCESS, 0)
+    p = tree()
+    try:
+        before = nices(p.pid)
+        assert len(before) >= 4 and set(before.values()) == {base}, before   # sh, python, 2 threads
+        assert tcplab_all.renice_tree(p.pid, base + 3) == len(before)
+        assert set(nices(p.pid).values()) == {base + 3}
+        if os.geteuid() == 0:       # back to a lower value needs CAP_SYS_NICE
+            tcplab_all.renice_tree(p.pid, base)
+            assert set(nices(p.pid).values()) == {base}
+    finally:
+        os.killpg(p.pid, signal.SIGKILL)
+        p.wait()
+
+
+def test_balance_makes_the_ones_ahead_yield_and_one_alone_runs_as_it_started():
+    base = os.getpriority(os.PRIO_PROCESS, 0)
+    d = tcplab_all.Driver(None)
+    trees = [tree(), tree()]
+    try:
+        ahead, behind = job(7, 1.0), job(3, 2.0)
+        for j, p in zip((ahead, behind), trees):
+            j.proc = p
+        assert d.balance([ahead, behind]) is behind
+        assert set(nices(trees[0].pid).values()) == {base + tcplab_all.BEHIND_NICE}
+        assert set(nices(trees[1].pid).values()) == {base}
+        behind.units_done = 9       # it overtook: the roles swap
+        if os.geteuid() == 0:
+            assert d.balance([ahead, behind]) is ahead
+            assert set(nices(trees[0].pid).values()) == {base}
+            assert set(nices(trees[1].pid).values()) == {base + tcplab_all.BEHIND_NICE}
+            behind.rc = 0           # the other one ended: no one yields any more
+            assert d.balance([ahead, behind]) is None
+            assert set(nices(trees[0].pid).values()) == {base}
+    finally:
+        for p in trees:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
