@@ -25,7 +25,8 @@ def observed(rawdir, start_ns, end_ns):
     events = [t.sockwatch_event(ev, start_ns) for ev in lines]
     if not events or events[0]["event"] != "new":
         raise t.RawError(f"{path}: no `event=new` line for the SYN-SENT socket")
-    return events, lines[0].str("local"), t.sockwatch_interval_us(path)
+    return events, lines[0].str("local"), t.sockwatch_interval_us(path), \
+        t.sockwatch_timer_led_ms(path)
 
 
 def one_run(rawdir, unit):
@@ -39,7 +40,7 @@ def one_run(rawdir, unit):
     errno = client.str("errno") if result == "error" else None
     elapsed = client.float("elapsed_s", 0, 86400)
     end_ns = client.int("end_ns", start_ns)
-    events, local, watch_us = observed(rawdir, start_ns, end_ns)
+    events, local, watch_us, led_ms = observed(rawdir, start_ns, end_ns)
     linear = t.sysctl_int(sysctls, "net.ipv4.tcp_syn_linear_timeouts",
                           os.path.join(rawdir, "machine.txt"), 0, t.MAX_TCP_SYNCNT)
     exp_times, exp_end = t.expected_syn_schedule(syncnt, linear)
@@ -54,6 +55,7 @@ def one_run(rawdir, unit):
         "sysctls": t.sysctls_json(sysctls, SYSCTLS),
         "events": events,
         "sockwatch_interval_us": watch_us,
+        **({"sockwatch_timer_led_ms": led_ms} if led_ms else {}),
         "retransmits": t.retransmits(events),
         "expected": exp_times,
         "expected_elapsed_s": exp_end,
@@ -114,7 +116,8 @@ def text_run(title, r):
              "sysctls: " + "  ".join(f"{k.rsplit('.', 1)[-1]}={'absent' if v is None else v}"
                                      for k, v in s.items()),
              "", "sockwatch (t_s from the start of connect(); expires_ms = idiag_expires"
-             + (t.sampling_text(r["sockwatch_interval_us"], "; ") or "") + "):",
+             + (t.sampling_text(r["sockwatch_interval_us"], "; ",
+                                r.get("sockwatch_timer_led_ms", 0)) or "") + "):",
              f"  {'t_s':>9}  {'event':<6} {'state':<9} {'retrans':>7} {'timer':<5} "
              f"{'expires_ms':>10}  {'expected_t_s':>12}"]
     exp = [0.0] + r["expected"]

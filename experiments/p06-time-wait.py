@@ -359,9 +359,10 @@ def build(rawroot, outdir):
     watchers = [os.path.join(rawdir, f"{c}-{w}") for c, _, _ in CASES
                 for w in ("sockwatch.txt", "server-sockwatch.txt")]
     watch_us = t.watchers_interval_us(watchers)
+    led_ms = t.watchers_timer_led_ms(watchers)
     lines = [f"{NAME}: who keeps TIME-WAIT after an orderly close, and for how long",
              t.header(kernel, t.collected_at(rawdir), tw.wire_where(rawdir, wire),
-                      t.sampling_text(watch_us, "sockwatch ")), "", main, "",
+                      t.sampling_text(watch_us, "sockwatch ", led_ms)), "", main, "",
              f"TCP_TIMEWAIT_LEN {TCP_TIMEWAIT_LEN_MS} ms (include/net/tcp.h: 60*HZ; no sysctl "
              f"sets it); HZ={hz} (machine.txt): {jiffies} jiffies, a timer-wheel level of "
              f"granularity {gran:g} ms, so the socket goes up to {gran:g} ms after its expiry",
@@ -393,6 +394,7 @@ def build(rawroot, outdir):
            "main": main, "hz": hz, "tcp_timewait_len_ms": TCP_TIMEWAIT_LEN_MS,
            "wheel_gran_ms": gran, "sched_slack_ms": SCHED_SLACK_MS,
            "sockwatch_interval_us": watch_us,
+           **({"sockwatch_timer_led_ms": led_ms} if led_ms else {}),
            "expiries_apart_ms": round(apart_exp, 3), "gone_apart_ms": round(apart_gone, 3),
            "sysctls": t.sysctls_json(sysctls), "server_sysctls": t.sysctls_json(server),
            "counters": cnt["client"], "server_counters": cnt["server"],

@@ -19,6 +19,11 @@
 # its facts are timers of a second or more: in a QEMU guest the watchers sample every 10 ms
 # shellcheck disable=SC2034 # read by tl_init (TL_WATCH_US)
 TL_GUEST_WATCH_US=10000
+# and, once every socket a watcher sees is in TIME-WAIT (which only its timer ends here: the
+# peer sends nothing more), they sleep until one interval before the timer is due, a second at
+# most (sockwatch -T; docs/kernel-matrix.md, "Sampling in a guest")
+# shellcheck disable=SC2034 # read by tl_init (TL_WATCH_LEAD)
+TL_GUEST_TIMER_LED_MS=1000
 tl_wire_init "$1"
 PROGRESS_S=5
 # TCP_TIMEWAIT_LEN (60 s) + the timer wheel's granularity for it (2 s at HZ 250, 5.1 s at
@@ -84,15 +89,15 @@ tl_capture client-closes-capture "$TL_CLIENT_IF" 21080
 CAP_CC=$TL_CAPTURE
 tl_capture server-closes-capture "$TL_CLIENT_IF" 21081
 CAP_SC=$TL_CAPTURE
-tl_bg "$RAW/client-closes-sockwatch.txt" "$TL_BIN/sockwatch" -i "$TL_WATCH_US" -4 -e -p 21080
+tl_bg "$RAW/client-closes-sockwatch.txt" "$TL_BIN/sockwatch" -i "$TL_WATCH_US" $TL_WATCH_LEAD -4 -e -p 21080
 SW_CC=$TL_LAST
 tl_bg "$RAW/client-closes-server-sockwatch.txt" nsenter --net="/run/netns/$TL_NS_SERVER" \
-	"$TL_BIN/sockwatch" -i "$TL_WATCH_US" -4 -e -P 21080
+	"$TL_BIN/sockwatch" -i "$TL_WATCH_US" $TL_WATCH_LEAD -4 -e -P 21080
 SW_CC_S=$TL_LAST
-tl_bg "$RAW/server-closes-sockwatch.txt" "$TL_BIN/sockwatch" -i "$TL_WATCH_US" -4 -e -p 21081
+tl_bg "$RAW/server-closes-sockwatch.txt" "$TL_BIN/sockwatch" -i "$TL_WATCH_US" $TL_WATCH_LEAD -4 -e -p 21081
 SW_SC=$TL_LAST
 tl_bg "$RAW/server-closes-server-sockwatch.txt" nsenter --net="/run/netns/$TL_NS_SERVER" \
-	"$TL_BIN/sockwatch" -i "$TL_WATCH_US" -4 -e -P 21081
+	"$TL_BIN/sockwatch" -i "$TL_WATCH_US" $TL_WATCH_LEAD -4 -e -P 21081
 SW_SC_S=$TL_LAST
 for _w in "$SW_CC:client-closes-sockwatch" "$SW_CC_S:client-closes-server-sockwatch" \
 	"$SW_SC:server-closes-sockwatch" "$SW_SC_S:server-closes-server-sockwatch"; do

@@ -364,14 +364,35 @@ def sockwatch_interval_us(path):
     return one_line(path, "ready ").int("interval_us", 1, 10_000_000)
 
 
-def sampling_text(interval_us, prefix=""):
+def sockwatch_timer_led_ms(path):
+    """sockwatch -T's bound (ms) from the `ready` line, 0 when the run was not timer-led."""
+    f = one_line(path, "ready ")
+    return f.int("timer_led_ms", 1, 60_000) if "timer_led_ms" in f else 0
+
+
+def watchers_timer_led_ms(paths):
+    """The one -T bound (ms, 0 for none) of the watchers of paths; RawError if they disagree."""
+    ms = {sockwatch_timer_led_ms(p) for p in paths}
+    if len(ms) != 1:
+        raise RawError(f"{paths[0]}: its watchers disagree on timer-led sampling (-T): "
+                       f"{sorted(ms)} ms")
+    return ms.pop()
+
+
+def sampling_text(interval_us, prefix="", timer_led_ms=0):
     """prefix + "sampled every N ms, …" when a watcher sampled at another interval than
-    sockwatch's 1 ms default (a guest's unit that set TL_GUEST_WATCH_US), else None."""
-    if interval_us == SOCKWATCH_DEFAULT_US:
+    sockwatch's 1 ms default (a guest's unit that set TL_GUEST_WATCH_US), or was timer-led
+    (sockwatch -T: TL_GUEST_TIMER_LED_MS), else None."""
+    if interval_us == SOCKWATCH_DEFAULT_US and not timer_led_ms:
         return None
-    return (f"{prefix}sampled every {interval_us / 1000:g} ms, not {SOCKWATCH_DEFAULT_US / 1000:g} ms, "
-            "as this unit's watchers do in a QEMU guest: its timers are of a second or more "
-            "(docs/kernel-matrix.md)")
+    text = f"{prefix}sampled every {interval_us / 1000:g} ms"
+    if interval_us != SOCKWATCH_DEFAULT_US:
+        text += (f", not {SOCKWATCH_DEFAULT_US / 1000:g} ms, as this unit's watchers do in a "
+                 "QEMU guest: its timers are of a second or more")
+    if timer_led_ms:
+        text += (f"; while every socket watched had a timer armed, up to {timer_led_ms / 1000:g} s "
+                 "apart, from one interval before the earliest was due")
+    return text + " (docs/kernel-matrix.md)"
 
 
 def watchers_interval_us(paths):

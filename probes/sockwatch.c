@@ -5,6 +5,12 @@
  * retransmit count (or, with -c, any of the fields named there).  The fields are the kernel's
  * own: idiag_timer, idiag_expires (raw ms), idiag_retrans, idiag_rqueue/wqueue, tcp_info's, and
  * INET_DIAG_SKMEMINFO's.
+ *
+ * With -T MAX_MS (timer-led), while every socket of the last sample has a timer armed, it
+ * sleeps until one interval before the earliest of them is due (idiag_expires), at most MAX_MS,
+ * and samples every interval again from there: a change that only a timer makes is seen as
+ * soon as without -T, anything else (a packet, a close) up to MAX_MS late.  For the sockets
+ * only a timer changes: TIME-WAIT, a SYN-SENT that nothing answers.
  */
 #include "pr_file.h"
 #include "tl_diag.h"
@@ -23,8 +29,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define USAGE "usage: sockwatch [-1ae46] [-i INTERVAL_US] [-s STATE]... [-p DPORT] [-P SPORT]\n" \
-	      "                 [-c FIELD[,FIELD]...] [-d DURATION_MS] [-w WAIT_MS]\n" \
+#define USAGE "usage: sockwatch [-1ae46] [-i INTERVAL_US] [-T MAX_MS] [-s STATE]... [-p DPORT]\n" \
+	      "                 [-P SPORT] [-c FIELD[,FIELD]...] [-d DURATION_MS] [-w WAIT_MS]\n" \
 	      "                 [-r RECORD_FILE | -R REPLAY_FILE]\n"
 
 /* The fields -c can add to what counts as a change: name and value. */
@@ -43,6 +49,7 @@ struct sample {
 static struct env {
 	struct tl_diag_filter flt;
 	long long interval_us, duration_ms, wait_ms;
+	long long timer_led_ms;	/* -T: the longest sleep while every socket has a timer armed */
 	int once, all, exit_when_gone;
 	const char *record, *replay;
 	int64_t t0_ns, now_ns;
@@ -62,6 +69,8 @@ _Noreturn static void usage(FILE *f, int status)
 		      "  -e  exit once a socket was seen and none matches any more\n"
 		      "  -4, -6  IPv4 or IPv6 only (default both)\n"
 		      "  -i  sampling interval in microseconds (default 1000)\n"
+		      "  -T  timer-led: while every socket has a timer armed, sleep until one interval\n"
+		      "      before the earliest is due, at most this many milliseconds\n"
 		      "  -s  state to match, as ss(8) spells it (syn-sent, listen, estab…); repeatable\n"
 		      "  -p, -P  destination / source port to match (filtered in the kernel)\n"
 		      "  -c  also print a change when one of these fields changes: rq wq snd_wnd\n"
@@ -231,10 +240,13 @@ static int end_sample(void *unused)
  * script can start the actor once it sees it. */
 static void print_ready(void)
 {
-	printf("ready t_ns=%" PRId64 " interval_us=%lld family=%s states=0x%x dport=%u sport=%u\n",
+	printf("ready t_ns=%" PRId64 " interval_us=%lld family=%s states=0x%x dport=%u sport=%u",
 	       env.t0_ns, env.interval_us, env.flt.family == AF_INET ? "inet" :
 	       env.flt.family == AF_INET6 ? "inet6" : "both", env.flt.states ? env.flt.states :
 	       TL_STATES_ALL, env.flt.dport, env.flt.sport);
+	if (env.timer_led_ms)
+		printf(" timer_led_ms=%lld", env.timer_led_ms);
+	putchar('\n');
 }
 
 static void on_signal(int sig)
@@ -260,7 +272,7 @@ static void parse_args(int argc, char **argv)
 	size_t badlen;
 
 	opterr = 0;	/* one line of our own on a bad option, not getopt's plus the usage */
-	while ((opt = getopt(argc, argv, ":1ae46hc:i:s:p:P:d:w:r:R:")) != -1) {
+	while ((opt = getopt(argc, argv, ":1ae46hc:i:T:s:p:P:d:w:r:R:")) != -1) {
 		if ((opt == 'r' || opt == 'R') && optarg[0] == '\0')
 			tl_errx(TL_EXIT_USAGE, "-%c needs a file name", opt);
 		switch (opt) {
@@ -270,6 +282,7 @@ static void parse_args(int argc, char **argv)
 		case '4': env.flt.family = AF_INET; break;
 		case '6': env.flt.family = AF_INET6; break;
 		case 'i': env.interval_us = tl_opt_ll("-i", optarg, 1, 10000000); break;
+		case 'T': env.timer_led_ms = tl_opt_ll("-T", optarg, 1, 60000); break;
 		case 's':
 			if (add_state(optarg) < 0)
 				tl_errx(TL_EXIT_USAGE, "-s '%s': not a TCP state (e.g. syn-sent)", optarg);
@@ -298,13 +311,51 @@ static void parse_args(int argc, char **argv)
 		tl_errx(TL_EXIT_USAGE, "-r and -R exclude each other");
 	if (env.wait_ms && !env.once)
 		tl_errx(TL_EXIT_USAGE, "-w goes with -1");
+	if (env.timer_led_ms && (env.once || env.replay))
+		tl_errx(TL_EXIT_USAGE, "-T goes with a watch, not with -%c", env.once ? '1' : 'R');
 }
 
-/* Sleep until the next multiple of the interval after t0; a late sample skips, never bunches. */
+/* -T: how long after the last sample the earliest timer of its sockets is due, in ns; -1 when
+ * there is no socket or one has no timer armed (it may change at any time). */
+static int64_t timers_due_ns(void)
+{
+	int64_t due = -1;
+
+	for (size_t k = 0; k < env.prev.n; k++) {
+		int64_t d = (int64_t)env.prev.s[k].expires_ms * 1000000;
+
+		if (env.prev.s[k].timer == 0)
+			return -1;
+		if (due < 0 || d < due)
+			due = d;
+	}
+	return due;
+}
+
+/* Sleep until the next multiple of the interval after t0; a late sample skips, never bunches.
+ * With -T and every socket's timer armed: the next multiple after one interval before the
+ * earliest is due (so the sample falls at or before it), at most MAX_MS ahead, and never past
+ * the end -d sets. */
 static void wait_next(void)
 {
-	int64_t step = env.interval_us * 1000, now = tl_now_ns();
-	int64_t next = env.t0_ns + ((now - env.t0_ns) / step + 1) * step;
+	int64_t step = env.interval_us * 1000, now = tl_now_ns(), from = now;
+	int64_t next;
+
+	if (env.timer_led_ms) {
+		int64_t due = timers_due_ns();
+
+		if (due > 0) {
+			int64_t until = env.now_ns + due - step, cap = now + env.timer_led_ms * 1000000;
+
+			if (until > cap)
+				until = cap;
+			if (env.duration_ms && until > env.t0_ns + env.duration_ms * 1000000 - step)
+				until = env.t0_ns + env.duration_ms * 1000000 - step;
+			if (until > from)
+				from = until;
+		}
+	}
+	next = env.t0_ns + ((from - env.t0_ns) / step + 1) * step;
 	struct timespec ts = { .tv_sec = next / 1000000000, .tv_nsec = next % 1000000000 };
 
 	clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL); /* EINTR: stop is set */

@@ -103,6 +103,44 @@ def test_a_bad_guest_interval_is_one_line(tmp_path, bindir):
     assert len(r.stderr.strip().splitlines()) == 1, r.stderr
 
 
+def test_a_guest_watcher_is_timer_led_when_the_unit_says(tmp_path, bindir):
+    r = watch_ready(tmp_path, bindir, TL_GUEST="1", TL_GUEST_WATCH_US="10000",
+                    TL_GUEST_TIMER_LED_MS="1000")
+    assert r.returncode == 0, r.stderr
+    assert " interval_us=10000 " in r.stdout and r.stdout.rstrip().endswith(" timer_led_ms=1000"), \
+        r.stdout
+
+
+def test_timer_led_is_for_a_guest_only(tmp_path, bindir):
+    r = watch_ready(tmp_path, bindir, TL_GUEST_TIMER_LED_MS="1000")
+    assert r.returncode == 0, r.stderr
+    assert "timer_led_ms" not in r.stdout, r.stdout
+
+
+def test_a_bad_timer_led_bound_is_one_line(tmp_path, bindir):
+    r = watch_ready(tmp_path, bindir, TL_GUEST="1", TL_GUEST_TIMER_LED_MS="1s")
+    assert r.returncode != 0 and r.stdout == ""
+    assert r.stderr.strip().endswith("TL_GUEST_TIMER_LED_MS=1s: not a number of ms"), r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+# the units whose watched sockets only their own timers change, in a guest (sockwatch -T)
+TIMER_LED_IN_A_GUEST = ("p01-synretry-default", "p06-time-wait")
+
+
+def test_the_timer_led_units_lead_every_watcher():
+    exp = os.path.join(TOP, "experiments")
+    for unit in TIMER_LED_IN_A_GUEST:
+        text = open(os.path.join(exp, unit + ".sh")).read()
+        assert "TL_GUEST_TIMER_LED_MS=1000" in text, unit
+        if unit == "p01-synretry-default":
+            text = open(os.path.join(exp, "p01-synretry.sh")).read()
+        calls = watcher_calls(text)
+        assert calls or "tl_watch " in text, unit
+        for c in calls:
+            assert "$TL_WATCH_LEAD" in c, (unit, c)
+
+
 # the units whose facts are timers of a second or more (docs/kernel-matrix.md, "Sampling in a
 # guest"): every continuous watcher they start must sample every TL_WATCH_US
 COARSE_IN_A_GUEST = ("p01-synretry-default", "p02-accept-queue", "p05-close-wait",

@@ -126,3 +126,48 @@ def test_p02_accept_queue_reads_no_watcher():
             with open(os.path.join(tmp, "out", "p02-accept-queue" + ext)) as a, \
                     open(os.path.join(REF, "p02-accept-queue" + ext)) as b:
                 assert a.read() == b.read(), ext
+
+
+def timer_led(path, ms=1000):
+    """A watcher's ready line made to say it was timer-led (sockwatch -T), as a guest run of
+    p06-time-wait or p01-synretry-default now records it."""
+    with open(path) as f:
+        text = f.read()
+    new, n = re.subn(r"^(ready t_ns=.*)$", rf"\g<1> timer_led_ms={ms}", text, count=1,
+                     flags=re.M)
+    assert n == 1, path
+    with open(path, "w") as f:
+        f.write(new)
+
+
+LED_NOTE = "while every socket watched had a timer armed, up to 1 s apart"
+
+
+@pytest.mark.parametrize("report", ["p01-synretry", "p06-time-wait"])
+def test_a_timer_led_watcher_is_said(tmp_path, report):
+    raw = raw_copy(tmp_path, report)
+    unit = REPORTS[report][-1]
+    for w in watchers(raw / unit):
+        coarse(w)
+        timer_led(w)
+    r = run(report, raw, tmp_path / "out")
+    assert r.returncode == 0, r.stderr
+    txt = (tmp_path / "out" / (report + ".txt")).read_text()
+    with open(tmp_path / "out" / (report + ".json")) as f:
+        j = json.load(f)
+    assert txt.count(LED_NOTE) == 1 and txt.count(NOTE) == 1, txt[:2000]
+    if report == "p01-synretry":
+        assert "sockwatch_timer_led_ms" not in j     # the TCP_SYNCNT 2 run was not led
+        j = j["default"]
+    assert j["sockwatch_timer_led_ms"] == 1000 and j["sockwatch_interval_us"] == 10000
+
+
+def test_p06_time_wait_watchers_that_disagree_on_leading_are_refused(tmp_path):
+    raw = raw_copy(tmp_path, "p06-time-wait")
+    ws = watchers(raw / "p06-time-wait")
+    for w in ws:
+        coarse(w)
+    timer_led(ws[-1])
+    r = run("p06-time-wait", raw, tmp_path / "out")
+    assert r.returncode == 1 and r.stdout == "" and len(r.stderr.strip().splitlines()) == 1, r
+    assert "its watchers disagree on timer-led sampling (-T): [0, 1000] ms" in r.stderr, r.stderr

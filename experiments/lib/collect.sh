@@ -93,6 +93,16 @@ tl_init() {
 	TL_WATCH_US=1000
 	[ -z "${TL_GUEST:-}" ] || TL_WATCH_US=${TL_GUEST_WATCH_US:-1000}
 	case $TL_WATCH_US in '' | *[!0-9]*) tl_die "TL_GUEST_WATCH_US=$TL_WATCH_US: not a number of us" ;; esac
+	# TL_WATCH_LEAD: "-T MS" (sockwatch's timer-led sampling) for the continuous watchers of a
+	# unit whose watched sockets only their own timers change (TIME-WAIT, a SYN-SENT nothing
+	# answers), in a QEMU guest, when the unit sets TL_GUEST_TIMER_LED_MS; empty otherwise
+	TL_WATCH_LEAD=""
+	if [ -n "${TL_GUEST:-}" ] && [ -n "${TL_GUEST_TIMER_LED_MS:-}" ]; then
+		case $TL_GUEST_TIMER_LED_MS in
+		*[!0-9]*) tl_die "TL_GUEST_TIMER_LED_MS=$TL_GUEST_TIMER_LED_MS: not a number of ms" ;;
+		esac
+		TL_WATCH_LEAD="-T $TL_GUEST_TIMER_LED_MS"
+	fi
 	trap 'tl_cleanup' EXIT
 	# each action exits, and ends in a line of its own with a `)`, never read then: a shell that
 	# is bash 5.2 as sh parses a trap held until a `$(` in that `$(`'s state (runstate.sh's
@@ -231,7 +241,8 @@ tl_progress() {
 	done
 }
 
-# tl_watch OUTFILE SOCKWATCH_ARGS...: start sockwatch, sampling every TL_WATCH_US (tl_init); its
+# tl_watch OUTFILE SOCKWATCH_ARGS...: start sockwatch, sampling every TL_WATCH_US (tl_init),
+# timer-led with TL_WATCH_LEAD; its
 # lines go to OUTFILE (through tee) and, one per event, to stderr for a person (tl_progress).
 # Waits for its `ready` line.  Pids: TL_WATCH (sockwatch), TL_TEE, TL_PROGRESS; two fifos keep
 # each one a process of its own, so each one's exit status can be checked (tl_unwatch).
@@ -248,7 +259,8 @@ tl_watch() {
 	TL_TEE=$!
 	TL_PIDS="$TL_PIDS $TL_TEE"
 	TL_NAMES="$TL_NAMES $TL_TEE:tee"
-	"$TL_BIN/sockwatch" -i "$TL_WATCH_US" "$@" > "$_wout.fifo" 2> "$_wout.err" &
+	# shellcheck disable=SC2086 # TL_WATCH_LEAD is empty or two words
+	"$TL_BIN/sockwatch" -i "$TL_WATCH_US" $TL_WATCH_LEAD "$@" > "$_wout.fifo" 2> "$_wout.err" &
 	TL_WATCH=$!
 	TL_PIDS="$TL_PIDS $TL_WATCH"
 	TL_NAMES="$TL_NAMES $TL_WATCH:sockwatch"
