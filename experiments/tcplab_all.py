@@ -17,10 +17,13 @@ run by hand.
 3. SIGINT, SIGTERM, SIGHUP, SIGQUIT, or any error here: every child group gets SIGTERM (run.sh's
    own traps stop its QEMU, units and namespaces and remove its temporary directory); a group
    still there after STOP_WAIT_S gets SIGKILL (its QEMU dies with it: setpriv --pdeathsig).
-4. While two or more guests run, the one furthest behind runs at the CPU priority it started
-   with and the others at BEHIND_NICE higher (nicer), re-decided every BALANCE_S: the guests
-   run the same units in the same order, so the one with the fewest units done (of those with
-   equal counts, the one whose current unit started last) holds up the matrix's end.  Every
+4. Side by side, the I-th of N guests starts its units at another point of their order
+   (TCPLAB_ROTATE=I/N, run.sh's run_vm: where the units' limit_s, summed, pass I/N of their
+   sum), so that the guests' long waits on TCP timers do not all fall at once.  While two or
+   more guests run, the one furthest behind runs at the CPU priority it started with and the
+   others at BEHIND_NICE higher (nicer), re-decided every BALANCE_S: the guests run the same
+   units, so the one with the least work done (the limit_s of its finished units, summed; of
+   equals, the one whose current unit started last) holds up the matrix's end.  Every
    thread of every process of a guest's run is reniced (setpriority on each /proc/PID/task/TID:
    a process's nice value is its threads', and QEMU's vCPU is a thread).  The host's run keeps
    its priority: its timing units (connect-modes, poll-scaling) are not emulated.
@@ -70,7 +73,7 @@ BEHIND_NICE = 3
 BALANCE_S = 5
 # a guest's "UNIT: done rc=N (...)" line (vm.sh), as the driver prints it
 UNIT_DONE = re.compile(r"^vm: \[[0-9.]+ s\] \S+: done rc=")
-UNIT_START = re.compile(r"^vm: \[[0-9.]+ s\] \S+: start ")
+UNIT_START = re.compile(r"^vm: \[[0-9.]+ s\] \S+: start \(at most ([0-9]+) s\)")
 EXIT_FAIL, EXIT_USAGE, EXIT_SKIP = 1, 2, 4
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 
@@ -134,14 +137,17 @@ class Job:
         self.last = ""
         self.release = None
         self.units_done = 0
+        self.work_done = 0          # the limit_s of the units done, summed
+        self.unit_limit = 0         # the current unit's limit_s (its start line's "at most N s")
         self.unit_started = 0.0     # time.monotonic() of its current unit's start line
         self.nice = 0               # the increment the balancer last gave it
 
 
 def furthest_behind(guests):
-    """The guest whose run holds up the end: the fewest units done, and of those the one whose
-    current unit started last (a later start of the same unit is further behind)."""
-    return min(guests, key=lambda g: (g.units_done, -g.unit_started))
+    """The guest whose run holds up the end: the least work done, counted as the units' limit_s
+    (the guests run the same units, each from another point of their order, so the one with the
+    smallest sum has the most left), and of equals the one whose current unit started last."""
+    return min(guests, key=lambda g: (g.work_done, -g.unit_started))
 
 
 def process_tree(root):
@@ -199,10 +205,14 @@ class Driver:
         for raw in job.proc.stdout:
             line = raw.decode("utf-8", "replace").rstrip("\n")
             job.last = line or job.last
+            m = UNIT_START.match(line)
             if UNIT_DONE.match(line):
                 job.units_done += 1
-            elif UNIT_START.match(line):
+                job.work_done += job.unit_limit
+                job.unit_limit = 0
+            elif m:
                 job.unit_started = time.monotonic()
+                job.unit_limit = int(m.group(1))
             f = parse_finished(line)
             if f:
                 job.finished = f
@@ -352,9 +362,12 @@ def main(argv):
         host = Job("host", [o.run_sh] + child_args(o) +
                    (["--out", os.path.join(o.out, os.uname().release)] if o.out else []), host_env)
         guests = []
-        for k in KERNELS:
+        for i, k in enumerate(KERNELS):
+            # side by side, each guest starts its units at another point of their order
+            # (run.sh's run_vm, rotate_units): their long timer waits then fall apart
+            genv = dict(env, TCPLAB_ROTATE=f"{i % n}/{n}") if n > 1 else env
             g = Job(k, [o.run_sh, "--kernel", k] + child_args(o, k) +
-                    (["--out", os.path.join(o.out, releases[k])] if o.out else []), env)
+                    (["--out", os.path.join(o.out, releases[k])] if o.out else []), genv)
             g.release = releases[k]
             guests.append(g)
         if plan_only:

@@ -327,21 +327,44 @@ def test_all_kernels_interrupted(tmp_path, bindir):
 
 def job(done, started):
     j = tcplab_all.Job("k", [])
-    j.units_done, j.unit_started = done, started
+    j.work_done, j.unit_started = done, started
     return j
 
 
-def test_furthest_behind_is_the_fewest_units_done_then_the_latest_start():
-    a, b, c = job(5, 10.0), job(4, 3.0), job(4, 8.0)
-    assert tcplab_all.furthest_behind([a, b, c]) is c     # b and c in the same unit: c began it later
+def test_furthest_behind_is_the_least_work_done_then_the_latest_start():
+    a, b, c = job(500, 10.0), job(400, 3.0), job(400, 8.0)
+    assert tcplab_all.furthest_behind([a, b, c]) is c     # equal work: c began its unit later
     assert tcplab_all.furthest_behind([a, b]) is b
-    c.units_done = 6
+    c.work_done = 600
     assert tcplab_all.furthest_behind([a, b, c]) is b
+
+
+class FakeProc:
+    def __init__(self, lines):
+        self.stdout = [x.encode() + b"\n" for x in lines]
+
+    def wait(self):
+        return 0
+
+
+def test_work_done_is_the_limits_of_the_units_finished():
+    d = tcplab_all.Driver(None)
+    j = tcplab_all.Job("7.2", [])
+    j.proc = FakeProc(["vm: [5.2 s] p01-machine: start (at most 30 s)",
+                       "vm: [5.4 s]   [p01-machine] a unit's own line: done rc=0",
+                       "vm: [5.5 s] p01-machine: done rc=0 (4.1 .. 5.3 s)",
+                       "vm: [5.5 s] p01-synretry-default: start (at most 200 s)",
+                       "vm: [140.1 s] p01-synretry-default: done rc=0 (5.5 .. 140.0 s)",
+                       "vm: [140.1 s] poll-scaling: start (at most 300 s)"])
+    d.say = lambda tag, line: None
+    d._pump(j)
+    assert (j.units_done, j.work_done, j.unit_limit) == (2, 230, 300)
 
 
 def test_progress_is_read_from_the_guests_unit_lines():
     assert tcplab_all.UNIT_DONE.match("vm: [23.0 s] p01-machine: done rc=0 (14.32 .. 15.96 s)")
-    assert tcplab_all.UNIT_START.match("vm: [23.1 s] p01-strace: start (at most 60 s)")
+    assert tcplab_all.UNIT_START.match("vm: [23.1 s] p01-strace: start (at most 60 s)").group(1) \
+        == "60"
     # a unit's own progress line that mentions done is not the end of a unit
     assert not tcplab_all.UNIT_DONE.match("vm: [49.3 s]   [p01-synretry] sockwatch: done rc=0")
     assert not tcplab_all.UNIT_DONE.match("vm: [30.1 s]   [p06-time-wait] x: done rc=1")
@@ -392,13 +415,13 @@ def test_balance_makes_the_ones_ahead_yield_and_one_alone_runs_as_it_started():
     d = tcplab_all.Driver(None)
     trees = [tree(), tree()]
     try:
-        ahead, behind = job(7, 1.0), job(3, 2.0)
+        ahead, behind = job(700, 1.0), job(300, 2.0)
         for j, p in zip((ahead, behind), trees):
             j.proc = p
         assert d.balance([ahead, behind]) is behind
         assert set(nices(trees[0].pid).values()) == {base + tcplab_all.BEHIND_NICE}
         assert set(nices(trees[1].pid).values()) == {base}
-        behind.units_done = 9       # it overtook: the roles swap
+        behind.work_done = 900      # it overtook: the roles swap
         if os.geteuid() == 0:
             assert d.balance([ahead, behind]) is ahead
             assert set(nices(trees[0].pid).values()) == {base}
@@ -410,3 +433,24 @@ def test_balance_makes_the_ones_ahead_yield_and_one_alone_runs_as_it_started():
         for p in trees:
             os.killpg(p.pid, signal.SIGKILL)
             p.wait()
+
+
+ROTATE = r"""
+eval "$(sed -n '/^rotate_units() {$/,/^}$/p' "$RUN")"
+declare -A U_LIMIT=([a]=30 [b]=200 [c]=300 [d]=150 [e]=100 [f]=20)
+rotate_units "$WHICH" a b c d e f | tr '\n' ' '
+"""
+
+
+@pytest.mark.parametrize("which,order", [
+    ("0/4", "a b c d e f"),
+    ("1/4", "b c d e f a"),     # the sum 800: 1/4 is 200, passed inside b (30..230)
+    ("2/4", "c d e f a b"),     # 400, inside c (230..530)
+    ("3/4", "d e f a b c"),     # 600, inside d (530..680)
+    ("1/1", "a b c d e f"),
+])
+def test_rotate_units_starts_where_the_limits_pass_i_over_n(which, order):
+    r = subprocess.run(["bash", "-c", ROTATE], capture_output=True, text=True, timeout=10,
+                       env=dict(os.environ, RUN=RUN, WHICH=which))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == order.split(), r.stdout
