@@ -370,13 +370,19 @@ def sockwatch_timer_led_ms(path):
     return f.int("timer_led_ms", 1, 60_000) if "timer_led_ms" in f else 0
 
 
+def _watchers_one(paths, read, disagree):
+    """The one value read() gives for every watcher of paths; RawError naming `disagree` (a
+    format with {vals}) when they differ."""
+    vals = {read(p) for p in paths}
+    if len(vals) != 1:
+        raise RawError(f"{paths[0]}: " + disagree.format(vals=sorted(vals)))
+    return vals.pop()
+
+
 def watchers_timer_led_ms(paths):
     """The one -T bound (ms, 0 for none) of the watchers of paths; RawError if they disagree."""
-    ms = {sockwatch_timer_led_ms(p) for p in paths}
-    if len(ms) != 1:
-        raise RawError(f"{paths[0]}: its watchers disagree on timer-led sampling (-T): "
-                       f"{sorted(ms)} ms")
-    return ms.pop()
+    return _watchers_one(paths, sockwatch_timer_led_ms,
+                         "its watchers disagree on timer-led sampling (-T): {vals} ms")
 
 
 def sampling_text(interval_us, prefix="", timer_led_ms=0):
@@ -397,11 +403,8 @@ def sampling_text(interval_us, prefix="", timer_led_ms=0):
 
 def watchers_interval_us(paths):
     """The one interval (µs) the watchers of paths sampled at; RawError if they disagree."""
-    ivs = {sockwatch_interval_us(p) for p in paths}
-    if len(ivs) != 1:
-        raise RawError(f"{paths[0]}: its watchers sampled at different intervals: "
-                       f"{sorted(ivs)} us")
-    return ivs.pop()
+    return _watchers_one(paths, sockwatch_interval_us,
+                         "its watchers sampled at different intervals: {vals} us")
 
 
 def read_sockwatch(path, until_ns=None):

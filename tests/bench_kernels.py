@@ -40,32 +40,6 @@ TARGET = 1.3
 TICK = os.sysconf("SC_CLK_TCK")
 
 
-def children_map():
-    """{ppid: [pid...]} of every process now."""
-    kids = {}
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            with open(f"/proc/{d}/stat") as f:
-                st = f.read()
-        except OSError:
-            continue
-        ppid = int(st[st.rindex(")") + 2:].split()[1])
-        kids.setdefault(ppid, []).append(int(d))
-    return kids
-
-
-def descendants(root, kids):
-    out, todo = [], [root]
-    while todo:
-        p = todo.pop()
-        for c in kids.get(p, []):
-            out.append(c)
-            todo.append(c)
-    return out
-
-
 def qemu_sample(pid):
     """(name given with -name, VmHWM kB, utime+stime s) of a qemu process, or None."""
     try:
@@ -103,7 +77,7 @@ def run_measured(argv, log):
                 cpu = ru.ru_utime + ru.ru_stime
                 break
             now = time.monotonic()
-            for pid in descendants(p.pid, children_map()):
+            for pid in tcplab_all.process_tree(p.pid):
                 s = qemu_sample(pid)
                 if s is None:
                     continue

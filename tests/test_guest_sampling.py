@@ -35,14 +35,18 @@ def watchers(d):
     return out
 
 
-def coarse(path, us=10000):
+def edit_ready(path, pattern, repl):
+    """The watcher's ready line edited in place (exactly one)."""
     with open(path) as f:
         text = f.read()
-    new, n = re.subn(r"^(ready t_ns=\S+ interval_us=)1000 ", rf"\g<1>{us} ", text, count=1,
-                     flags=re.M)
+    new, n = re.subn(pattern, repl, text, count=1, flags=re.M)
     assert n == 1, path
     with open(path, "w") as f:
         f.write(new)
+
+
+def coarse(path, us=10000):
+    edit_ready(path, r"^(ready t_ns=\S+ interval_us=)1000 ", rf"\g<1>{us} ")
 
 
 def raw_copy(tmp_path, report):
@@ -131,13 +135,7 @@ def test_p02_accept_queue_reads_no_watcher():
 def timer_led(path, ms=1000):
     """A watcher's ready line made to say it was timer-led (sockwatch -T), as a guest run of
     p06-time-wait or p01-synretry-default now records it."""
-    with open(path) as f:
-        text = f.read()
-    new, n = re.subn(r"^(ready t_ns=.*)$", rf"\g<1> timer_led_ms={ms}", text, count=1,
-                     flags=re.M)
-    assert n == 1, path
-    with open(path, "w") as f:
-        f.write(new)
+    edit_ready(path, r"^(ready t_ns=.*)$", rf"\g<1> timer_led_ms={ms}")
 
 
 LED_NOTE = "while every socket watched had a timer armed, up to 1 s apart"
