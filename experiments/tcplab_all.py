@@ -136,7 +136,6 @@ class Job:
         self.finished = None
         self.last = ""
         self.release = None
-        self.units_done = 0
         self.work_done = 0          # the limit_s of the units done, summed
         self.unit_limit = 0         # the current unit's limit_s (its start line's "at most N s")
         self.unit_started = 0.0     # time.monotonic() of its current unit's start line
@@ -206,13 +205,12 @@ class Driver:
             line = raw.decode("utf-8", "replace").rstrip("\n")
             job.last = line or job.last
             m = UNIT_START.match(line)
-            if UNIT_DONE.match(line):
-                job.units_done += 1
-                job.work_done += job.unit_limit
-                job.unit_limit = 0
-            elif m:
+            if m:
                 job.unit_started = time.monotonic()
                 job.unit_limit = int(m.group(1))
+            elif UNIT_DONE.match(line):
+                job.work_done += job.unit_limit
+                job.unit_limit = 0
             f = parse_finished(line)
             if f:
                 job.finished = f
