@@ -137,7 +137,9 @@ static void print_event(const char *event, const struct tl_sock *s)
 		       " drops=%u", m->rmem, m->rcvbuf, m->wmem, m->sndbuf, m->fwd, m->wqueued,
 		       m->optmem, m->backlog, m->drops);
 	}
-	printf(" inode=%u\n", s->inode);
+	/* last, so parsers of the older lines keep working: the one key that names the socket
+	 * for its whole life, while its address may change (port released on an abort) */
+	printf(" inode=%u cookie=%" PRIu64 "\n", s->inode, s->cookie);
 }
 
 /* The value of change_names[k] in s. */

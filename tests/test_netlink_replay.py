@@ -181,6 +181,36 @@ def test_changes_between_samples(bindir, tmp_path):
         [("new", "0"), ("new", "3"), ("change", "1"), ("gone", "3"), ("gone", "1")]
 
 
+def test_cookie_is_the_last_key_both_halves_in_order(bindir, tmp_path):
+    """idiag_cookie[0] is the low 32 bits, [1] the high (sock_diag_save_cookie()): printed as
+    one unsigned decimal, the last key of the line, after inode."""
+    msg = diag_msg(cookie=(0x89abcdef, 0x01234567))
+    r, _ = replay(bindir, write(tmp_path, "d.bin", dump(msg)), "-1")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == ("sample=0 event=snap state=ESTAB timer=on expires_ms=987 retrans=3 rq=1 "
+                        "wq=8 local=127.0.0.1:21010 peer=127.0.0.2:40000 info_len=0 inode=4242 "
+                        f"cookie={0x0123456789abcdef}\n")
+    top = dump(diag_msg(cookie=(0xffffffff, 0xffffffff)))
+    r, rows = replay(bindir, write(tmp_path, "e.bin", top), "-1")
+    assert rows[0]["cookie"] == str(2 ** 64 - 1)   # unsigned, all 64 bits
+
+
+def test_aborted_socket_followed_by_its_cookie(bindir, tmp_path):
+    """A client aborted by a RST, caught in TCP_CLOSE (UNCONN) once its port was released and its
+    file closed: the kernel gives another local address, inode 0, the same cookie.  sockwatch
+    follows it as one socket (new, change, gone), and the cookie says so in every line."""
+    est = diag_msg(state=1, timer=0, retrans=0, sport=57640, dport=21060, inode=1304931,
+                   cookie=(1234, 0))
+    closed = diag_msg(state=7, timer=0, retrans=0, sport=0, dport=21060, inode=0,
+                      cookie=(1234, 0))
+    r, rows = replay(bindir, write(tmp_path, "d.bin", dump(est) + dump(closed) + dump()))
+    assert r.returncode == 0, r.stderr
+    assert [(x["event"], x["state"], x["local"], x["inode"], x["cookie"]) for x in rows] == [
+        ("new", "ESTAB", "127.0.0.1:57640", "1304931", "1234"),
+        ("change", "UNCONN", "127.0.0.1:0", "0", "1234"),
+        ("gone", "UNCONN", "127.0.0.1:0", "0", "1234")]
+
+
 @pytest.mark.parametrize("name,data,message", [
     ("empty", b"", "no samples"),
     ("cut", dump(diag_msg())[:-30], "not a complete sock_diag record"),
