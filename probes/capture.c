@@ -34,10 +34,13 @@
 #define FLUSH_MS	10	/* lines reach stdout at most this late after a burst */
 #define BLOCK_MS	10	/* the kernel hands a ring block over at least this often */
 #define BUFFER_BYTES	(16 * 1024 * 1024)	/* the kernel ring libpcap maps (docs/capture.md) */
+/* An IPv4 TCP fragment after the first: it has no ports, so "tcp port N" (which takes the first,
+ * offset 0) never matches it, and without it a reader could not join a segment's fragments. */
+#define FRAG_FILTER	"(ip proto 6 and ip[6:2] & 0x1fff != 0)"
 
 static struct env {
 	const char *iface, *read, *write, *filter;
-	char filter_buf[64];
+	char filter_buf[96];
 	char *tmp;		/* write goes here first, renamed at the end */
 	uint16_t port;
 	long long snaplen, count;
@@ -62,7 +65,8 @@ _Noreturn static void usage(FILE *f, int status)
 		fputs("  -i IFACE    capture on this interface (lo, veth-c, ...) until SIGINT/SIGTERM\n"
 		      "  -r FILE     decode a .pcap file instead (t_ns: the file's timestamps)\n"
 		      "  -p PORT     the server port: dir= c>s or s>c, and the default filter\n"
-		      "              \"tcp port PORT or icmp\" (without -p: \"tcp or icmp\")\n"
+		      "              \"tcp port PORT or icmp or " FRAG_FILTER "\"\n"
+		      "              (without -p: \"tcp or icmp\"; either takes every IPv4 TCP fragment)\n"
 		      "  -f FILTER   a pcap-filter(7) expression instead of the default (\"\": all)\n"
 		      "  -w FILE     also write the packets to FILE (nanosecond pcap), via FILE.tmp\n"
 		      "  -s SNAPLEN  bytes kept of each packet, 68..262144 (default 256: the headers)\n"
@@ -99,7 +103,8 @@ static void parse_args(int argc, char **argv)
 		tl_errx(TL_EXIT_USAGE, "-r reads a file: it excludes -w, -s and -c");
 	if (env.filter == NULL) {
 		if (env.port)
-			snprintf(env.filter_buf, sizeof(env.filter_buf), "tcp port %u or icmp", env.port);
+			snprintf(env.filter_buf, sizeof(env.filter_buf), "tcp port %u or icmp or "
+				 FRAG_FILTER, env.port);
 		else
 			snprintf(env.filter_buf, sizeof(env.filter_buf), "tcp or icmp");
 		env.filter = env.filter_buf;
@@ -151,7 +156,7 @@ static void on_packet(u_char *user, const struct pcap_pkthdr *h, const u_char *b
 	env.packets++;
 	env.tcp += k == PR_PCAP_TCP;
 	env.icmp += k == PR_PCAP_ICMP;
-	env.other += k == PR_PCAP_OTHER;
+	env.other += k == PR_PCAP_OTHER || k == PR_PCAP_FRAGMENT;	/* neither is a segment */
 	env.last_ns = t;
 	fprintf(env.out, "t_s=%s%" PRId64 ".%06" PRId64 " t_ns=%" PRId64 " %s\n", d < 0 ? "-" : "",
 	       (d < 0 ? -d : d) / 1000000000, (d < 0 ? -d : d) % 1000000000 / 1000, t, line);

@@ -60,7 +60,8 @@ def test_one_connection_on_lo(netns, bindir, tmp_path):
     p, ready = start(netns, bindir, "-i", "lo", "-p", str(PORT), "-w", str(out))
     assert (ready["iface"], ready["linktype"], ready["snaplen"], ready["port"]) == \
         ("lo", "EN10MB", "256", str(PORT))
-    assert ready["filter"] == '"tcp' and f'filter="tcp port {PORT} or icmp"' in p.stdout[0]
+    assert ready["filter"] == '"tcp' and (f'filter="tcp port {PORT} or icmp or '
+                                          '(ip proto 6 and ip[6:2] & 0x1fff != 0)"') in p.stdout[0]
     assert not out.exists() and (tmp_path / "c.pcap.tmp").exists()   # written only at the end
     client = one_connection(netns, bindir)
     assert client["result"] == "ok"

@@ -108,8 +108,11 @@ static int link_layer(int linktype, const uint8_t *pkt, size_t caplen, struct ne
 struct ip {
 	uint8_t family;		/* 4 or 6 */
 	uint8_t src[16], dst[16];
-	uint8_t proto;
-	int fragment;		/* not the first fragment: no transport header here */
+	uint8_t proto;		/* IPv6: the fragment header's next header, when there is one */
+	int fragment;		/* a fragment: MF set or a non-zero offset */
+	unsigned frag_off;	/* the fragment's offset in bytes (0: the first, or no fragment) */
+	int frag_mf;		/* more fragments follow */
+	uint32_t frag_id;	/* the identification shared by a datagram's fragments */
 	const uint8_t *l4;
 	size_t l4cap;		/* transport bytes captured */
 	size_t l4len;		/* transport bytes the IP header says there are */
@@ -143,10 +146,36 @@ static int ip4(const uint8_t *p, size_t cap, struct ip *ip)
 		ip->truncated = 1;
 		return -1;
 	}
-	ip->fragment = (be16(p + 6) & 0x1fff) != 0;
+	ip->frag_off = (be16(p + 6) & 0x1fffu) * 8;
+	ip->frag_mf = (be16(p + 6) & 0x2000) != 0;
+	ip->frag_id = be16(p + 4);
+	ip->fragment = ip->frag_mf || ip->frag_off != 0;
 	ip->l4 = p + ihl;
 	ip->l4len = tot - ihl;
 	ip->l4cap = cap - ihl < ip->l4len ? cap - ihl : ip->l4len;
+	return 0;
+}
+
+/* The fragment header (RFC 8200 4.5) at p + 40, of an IPv6 packet whose payload is plen bytes.
+ * An atomic fragment (offset 0, M clear: RFC 6946) holds the whole packet and is read as one. */
+static int ip6_fragment(const uint8_t *p, size_t cap, size_t plen, struct ip *ip)
+{
+	if (plen < 8) {
+		ip->bad = "ip6-fragment-length";
+		return -1;
+	}
+	if (cap < 48) {
+		ip->truncated = 1;
+		return -1;
+	}
+	ip->proto = p[40];
+	ip->frag_off = be16(p + 42) & 0xfff8u;	/* 8-byte units in the top 13 bits */
+	ip->frag_mf = p[43] & 1;
+	ip->frag_id = be32(p + 44);
+	ip->fragment = ip->frag_mf || ip->frag_off != 0;
+	ip->l4 = p + 48;
+	ip->l4len = plen - 8;
+	ip->l4cap = cap - 48 < ip->l4len ? cap - 48 : ip->l4len;
 	return 0;
 }
 
@@ -167,6 +196,8 @@ static int ip6(const uint8_t *p, size_t cap, struct ip *ip)
 		return -1;
 	}
 	plen = be16(p + 4);
+	if (ip->proto == 44)	/* a fragment header right after the fixed one */
+		return ip6_fragment(p, cap, plen, ip);
 	ip->l4 = p + 40;
 	ip->l4len = plen;
 	ip->l4cap = cap - 40 < plen ? cap - 40 : plen;
@@ -445,8 +476,23 @@ static void put_ip_other(struct out *o, const char *kind, const struct ip *ip, s
 	put_addr(o, "dst", ip->family, ip->dst);
 }
 
-static enum pr_pcap_kind tcp_segment(struct pr_pcap_table *t, const struct ip *ip,
-				     struct out *o, size_t caplen, size_t wirelen)
+/* The TCP header's length from its data offset, when it is at least 20 bytes and its first 20
+ * were captured; 0 otherwise. */
+static size_t tcp_hlen(const struct ip *ip)
+{
+	size_t hlen;
+
+	if (ip->l4cap < 20)
+		return 0;
+	hlen = (size_t)(ip->l4[12] >> 4) * 4;
+	return hlen < 20 ? 0 : hlen;
+}
+
+/* The TCP fields of a segment, or of the first fragment of one (frag: no len=, since the payload
+ * runs on into the other fragments; hlen= instead, so a reader can work it out, and split=1 when
+ * the options run past this fragment).  hlen is tcp_hlen()'s, non-zero. */
+static void tcp_fields(struct pr_pcap_table *t, const struct ip *ip, size_t hlen, int frag,
+		       struct out *o)
 {
 	const uint8_t *p = ip->l4;
 	struct pr_pcap_ep src, dst;
@@ -454,20 +500,13 @@ static enum pr_pcap_kind tcp_segment(struct pr_pcap_table *t, const struct ip *i
 	struct opts op = { 0 };
 	uint32_t seq, ack;
 	unsigned flags;
-	size_t hlen;
 	int dir = 0;
 
-	if (ip->l4cap < 20 || (size_t)(p[12] >> 4) * 4 < 20 || (size_t)(p[12] >> 4) * 4 > ip->l4len) {
-		put_ip_other(o, "tcp", ip, caplen, wirelen);
-		put(o, ip->l4cap < 20 && ip->l4len >= 20 ? " truncated=1" : " bad=tcp-header-length");
-		return PR_PCAP_OTHER;
-	}
-	hlen = (size_t)(p[12] >> 4) * 4;
 	endpoints(ip, p, &src, &dst);
 	seq = be32(p + 4);
 	ack = be32(p + 8);
 	flags = p[13];
-	tcp_options(&op, p, hlen, ip->l4cap);
+	tcp_options(&op, p, hlen, ip->l4cap);	/* a split header: those this fragment holds */
 	c = conn_track(t, &src, &dst, flags, seq, ack, &dir);
 	if (c != NULL) {
 		put(o, "conn=%u dir=%s", c->number, dir_name(t, &src, &dst));
@@ -482,19 +521,66 @@ static enum pr_pcap_kind tcp_segment(struct pr_pcap_table *t, const struct ip *i
 		put(o, " ack=%u", ack);
 	else
 		put(o, " ack=-");
-	put(o, " len=%zu win=%u opts=%s", ip->l4len - hlen, be16(p + 14),
-	    op.list.len ? op.buf : "-");
+	if (frag)
+		put(o, " hlen=%zu", hlen);
+	else
+		put(o, " len=%zu", ip->l4len - hlen);
+	put(o, " win=%u opts=%s", be16(p + 14), op.list.len ? op.buf : "-");
 	if (op.has_ts)
 		put(o, " tsval=%u tsecr=%u", op.tsval, op.tsecr);
 	else
 		put(o, " tsval=- tsecr=-");
 	put_ep(o, "src", &src);
 	put_ep(o, "dst", &dst);
-	if (op.truncated)
-		put(o, " truncated=1");
+	if (frag && hlen > ip->l4len)
+		put(o, " split=1");
+	if (op.truncated && ip->l4cap < (hlen < ip->l4len ? hlen : ip->l4len))
+		put(o, " truncated=1");	/* the snapshot, not the fragment's end, cut it */
 	if (op.bad != NULL)
 		put(o, " bad=%s", op.bad);
+}
+
+static enum pr_pcap_kind tcp_segment(struct pr_pcap_table *t, const struct ip *ip,
+				     struct out *o, size_t caplen, size_t wirelen)
+{
+	size_t hlen = tcp_hlen(ip);
+
+	if (hlen == 0 || hlen > ip->l4len) {
+		put_ip_other(o, "tcp", ip, caplen, wirelen);
+		put(o, ip->l4cap < 20 && ip->l4len >= 20 ? " truncated=1" : " bad=tcp-header-length");
+		return PR_PCAP_OTHER;
+	}
+	tcp_fields(t, ip, hlen, 0, o);
 	return PR_PCAP_TCP;
+}
+
+/* An IP fragment: never a whole segment.  Its offset, MF bit, identification, protocol and
+ * length (fraglen: the bytes it carries after the IP header(s)); for the first fragment of a
+ * TCP segment that holds the fixed TCP header, the TCP fields with hlen= (tcp_fields), else the
+ * addresses.  A reader joins the fragments of one datagram by src, dst, proto and id. */
+static enum pr_pcap_kind fragment(struct pr_pcap_table *t, const struct ip *ip, struct out *o)
+{
+	int tcp_head = ip->frag_off == 0 && ip->proto == 6;
+	size_t hlen = tcp_head ? tcp_hlen(ip) : 0;
+
+	put(o, "frag=%u mf=%d id=%lu proto=%u fraglen=%zu", ip->frag_off, ip->frag_mf,
+	    (unsigned long)ip->frag_id, ip->proto, ip->l4len);
+	if (hlen != 0) {
+		put(o, " ");
+		tcp_fields(t, ip, hlen, 1, o);
+	} else {
+		put_addr(o, "src", ip->family, ip->src);
+		put_addr(o, "dst", ip->family, ip->dst);
+		if (tcp_head && ip->l4len < 20)
+			put(o, " split=1");	/* even the fixed TCP header runs on */
+		else if (tcp_head && ip->l4cap < 20)
+			put(o, " truncated=1");
+		else if (tcp_head)
+			put(o, " bad=tcp-header-length");
+	}
+	if (ip->frag_off + ip->l4len > 65535)	/* past the largest datagram: RFC 791, 8200 */
+		put(o, " bad=ip-fragment-offset");
+	return PR_PCAP_FRAGMENT;
 }
 
 /* ---- ICMP ------------------------------------------------------------------------------ */
@@ -569,7 +655,7 @@ static void icmp_quoted(struct pr_pcap_table *t, const uint8_t *p, size_t cap, i
 		put_broken(o, in.bad);
 		return;
 	}
-	if (in.proto != 6 || in.fragment) {
+	if (in.proto != 6 || in.frag_off != 0) {	/* a first fragment quotes the TCP header */
 		put(o, " proto=%u", in.proto);
 		put_addr(o, "src", in.family, in.src);
 		put_addr(o, "dst", in.family, in.dst);
@@ -652,10 +738,8 @@ static enum pr_pcap_kind network(struct pr_pcap_table *t, const struct net *n, s
 		put_broken(o, ip.bad);
 		return PR_PCAP_OTHER;
 	}
-	if (ip.fragment) {
-		put_ip_other(o, "ipv4-fragment", &ip, caplen, wirelen);
-		return PR_PCAP_OTHER;
-	}
+	if (ip.fragment)
+		return fragment(t, &ip, o);
 	if (ip.proto == 6)
 		return tcp_segment(t, &ip, o, caplen, wirelen);
 	if ((ip.family == 4 && ip.proto == 1) || (ip.family == 6 && ip.proto == 58))

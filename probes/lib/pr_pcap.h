@@ -5,8 +5,11 @@
  * `truncated=1` instead of being guessed.  Link types: Ethernet (DLT_EN10MB: lo and veth give
  * it; one 802.1Q tag is skipped), Linux cooked v1 and v2 (DLT_LINUX_SLL, DLT_LINUX_SLL2: the
  * "any" device), raw IP (DLT_RAW, LINKTYPE_RAW, LINKTYPE_IPV4/IPV6).  Network: IPv4 and IPv6
- * (no extension headers: a packet with one is "other").  Transport: TCP, with every option;
- * ICMP and ICMPv6 errors with the IP + TCP header they quote, decoded as a TCP segment.
+ * (of IPv6's extension headers only a fragment header right after the fixed one: a packet with
+ * another is "other").  Transport: TCP, with every option; ICMP and ICMPv6 errors with the IP +
+ * TCP header they quote, decoded as a TCP segment.  An IP fragment is a frag= line, never a
+ * segment: fragments are not reassembled here (docs/capture.md says why), but each line carries
+ * what a reader needs to join them.
  *
  * The connection table numbers 4-tuples (either direction) 1, 2, … in order of first packet and
  * keeps each direction's ISN, so seq and ack print relative to it (docs/capture.md).
@@ -32,8 +35,8 @@
 #define PR_PCAP_CONNS_MAX	4096	/* connections tracked; later ones print conn=0 */
 #define PR_PCAP_LINE_MAX	512	/* a buffer this size always holds a whole line */
 
-/* What a packet was, for the end line's counts. */
-enum pr_pcap_kind { PR_PCAP_TCP, PR_PCAP_ICMP, PR_PCAP_OTHER };
+/* What a packet was, for the end line's counts (capture counts a fragment as other). */
+enum pr_pcap_kind { PR_PCAP_TCP, PR_PCAP_ICMP, PR_PCAP_FRAGMENT, PR_PCAP_OTHER };
 
 /* One endpoint: family 4 or 6, address in network order (IPv4 in the first 4 bytes), port. */
 struct pr_pcap_ep {
@@ -66,6 +69,8 @@ void pr_pcap_init(struct pr_pcap_table *t, uint16_t port);
  * Lines:
  *   conn=N dir=c>s flags=S seq=0 ack=- len=0 win=W opts=... tsval=N tsecr=N src=A:P dst=B:P
  *   icmp=dest-unreachable code=port-unreachable type=3 code_n=3 from=A quoted: conn=N ...
+ *   frag=0 mf=1 id=N proto=6 fraglen=N conn=N dir=c>s flags=FA seq=.. ack=.. hlen=N win=W ...
+ *   frag=OFFSET mf=0|1 id=N proto=P fraglen=N src=A dst=B
  *   other=KIND caplen=N len=N ...
  * with ` truncated=1` or ` bad=WHAT` at the end when a header was cut short or malformed.
  * Returns the kind of packet; it updates the connection table. */

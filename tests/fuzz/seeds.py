@@ -107,6 +107,63 @@ def pcap_seeds():
             yield f"{base}-{i}-raw", bytes([3]) + head[1:] + struct.pack(">H", len(p) - 14) + p[14:]
 
 
+def eth_ip4(src, dst, payload, ident=1, frag=0x4000, proto=6):
+    """An Ethernet frame with an IPv4 header (frag: the flags-and-offset field) before payload."""
+    ip = struct.pack(">BBHHHBBH4s4s", 0x45, 0, 20 + len(payload), ident, frag, 64, proto, 0,
+                     bytes(src), bytes(dst))
+    return bytes(6) + bytes([2, 0, 0, 0, 0, 1]) + b"\x08\x00" + ip + payload
+
+
+def eth_ip6_frag(src, dst, offset, more, ident, payload):
+    """An Ethernet frame with an IPv6 header and a fragment header (next header TCP)."""
+    ip = struct.pack(">IHBB", 0x60000000, 8 + len(payload), 44, 64) + bytes(src) + bytes(dst)
+    return bytes(6) + bytes([2, 0, 0, 0, 0, 1]) + b"\x86\xdd" + ip + \
+        struct.pack(">BBHI", 6, 0, offset | more, ident) + payload
+
+
+def tcp_seg(sport, dport, seq, ack, flags, opts=b"", data=b""):
+    return struct.pack(">HHIIBBHHH", sport, dport, seq, ack, (5 + len(opts) // 4) << 4, flags,
+                       1000, 0, 0) + opts + data
+
+
+def fragment_packets():
+    """A connection to 21013 whose FIN carries 36 bytes behind a 32-byte header, cut at MTU 68
+    into IPv4 fragments of 48 and 20 bytes (what the wire units sent at --mtu 68), a header
+    split across fragments, a last fragment alone, and an IPv6 pair with a fragment header."""
+    c, s = [10, 0, 0, 1], [10, 0, 0, 2]
+    ts = b"\x01\x01\x08\x0a" + struct.pack(">II", 111, 222)
+    fin = tcp_seg(40000, 21013, 1001, 5001, 0x19, ts, b"x" * 36)
+    split = tcp_seg(40000, 21013, 1038, 5001, 0x10, ts, b"y" * 8)
+    c6, s6 = [0x20, 1, 0x0d, 0xb8] + [0] * 11 + [1], [0x20, 1, 0x0d, 0xb8] + [0] * 11 + [2]
+    seg6 = tcp_seg(40001, 21013, 7, 9, 0x18, data=b"z" * 20)
+    return [eth_ip4(c, s, tcp_seg(40000, 21013, 1000, 0, 0x02)),
+            eth_ip4(s, c, tcp_seg(21013, 40000, 5000, 1001, 0x12)),
+            eth_ip4(c, s, tcp_seg(40000, 21013, 1001, 5001, 0x10)),
+            eth_ip4(c, s, fin[:48], 0x1234, 0x2000), eth_ip4(c, s, fin[48:], 0x1234, 48 // 8),
+            eth_ip4(s, c, tcp_seg(21013, 40000, 5001, 1038, 0x10)),
+            eth_ip4(c, s, split[:24], 0x1235, 0x2000), eth_ip4(c, s, split[24:], 0x1235, 3),
+            eth_ip4(c, s, bytes(16), 0x1236, 0x1FFF),
+            eth_ip6_frag(c6, s6, 0, 1, 0xDEADBEEF, seg6[:24]),
+            eth_ip6_frag(c6, s6, 24, 0, 0xDEADBEEF, seg6[24:])]
+
+
+def crafted_pcap_seeds():
+    """fuzz_pcap inputs of packets no committed capture holds: IP fragments (with the whole set
+    and each fragment alone, also as raw IP), and out-of-order packets — the decoder never sees
+    a timestamp (capture prints those), so to it out of order is the order given: a committed
+    conversation and the fragments backwards, the second fragment before the first."""
+    head = bytes([0]) + struct.pack(">H", 21013) + b"\0"
+    frags = fragment_packets()
+    yield "fragments-all", head + b"".join(struct.pack(">H", len(p)) + p for p in frags)
+    for i, p in enumerate(frags):
+        yield f"fragments-{i}", head + struct.pack(">H", len(p)) + p
+        yield f"fragments-{i}-raw", bytes([3]) + head[1:] + struct.pack(">H", len(p) - 14) + p[14:]
+    _, pkts = pcap_records(os.path.join(DATA, "pcap", "handshake.pcap"))
+    for name, order in [("handshake", pkts), ("fragments", frags)]:
+        yield f"out-of-order-{name}", head + b"".join(struct.pack(">H", len(p)) + p
+                                                      for p in reversed(order))
+
+
 def seeds():
     netlink = sorted(glob.glob(os.path.join(DATA, "netlink", "*.bin")))
     yield "fuzz_diag", [(os.path.basename(p), open(p, "rb").read()) for p in netlink] + \
@@ -124,7 +181,7 @@ def seeds():
              "9223372036854775807", "-9223372036854775808", "99999999999999999999",
              "syn-sent", "SYN-RECV", "all", "listen", "time-wait", "estab"]
     yield "fuzz_args", ((f"arg-{i}", w.encode()) for i, w in enumerate(words))
-    yield "fuzz_pcap", pcap_seeds()
+    yield "fuzz_pcap", list(pcap_seeds()) + list(crafted_pcap_seeds())
 
 
 def main(outdir):
