@@ -80,7 +80,7 @@ $(PROBES): $(BUILD)/bin/%: $(BUILD)/probes/%.o $(BUILD)/libprobe.a $(BUILD)/libt
 	$(Q)$(CC) $(TL_CFLAGS) $(CFLAGS) $(LDFLAGS) -o $@.tmp $^ $(PROBE_LIBS) $(MNL_LIBS) $(LDLIBS) && mv -f $@.tmp $@
 
 # machine inflates /proc/config.gz with zlib (zlib1g-dev), linked statically: the QEMU guest's
-# initramfs gets a program's shared libraries from ldd (experiments/lib/vm.sh), and libz.so is
+# initramfs gets a program's shared libraries from ldd (experiments/guest/vm.sh), and libz.so is
 # one thing fewer that can be missing there.  `ldd build/bin/machine` lists no libz.
 ZLIB_STATIC := -Wl,-Bstatic -lz -Wl,-Bdynamic
 $(BUILD)/bin/machine: PROBE_LIBS := $(ZLIB_STATIC)
@@ -140,9 +140,9 @@ deps:
 # install's lines kept; uninstall removes those files, then those directories if empty.
 INST_SHARE  := $(PREFIX)/share/tcplab
 MANIFEST    := $(INST_SHARE)/manifest
-INST_EXP    := experiments/units $(wildcard experiments/*.sh experiments/*.py) \
-	       $(filter-out experiments/lib/completion.bash,$(wildcard experiments/lib/*.sh)) \
-	       $(wildcard experiments/lib/initramfs/*) docs/kernel-diff.md
+# experiments/: each experiment's folder, lib/, report/, tools/ and guest/ (docs/design.md, "Layout")
+INST_EXP    := experiments/units $(wildcard experiments/*/*.sh experiments/*/*.py) \
+	       $(wildcard experiments/guest/initramfs/*) docs/kernel-diff.md
 MAN_PAGES   := $(wildcard docs/man/*.[1-8])
 
 # tl_put MODE SOURCE PATH: SOURCE installed as $(DESTDIR)PATH; the file and each directory it
@@ -194,7 +194,7 @@ clean:
 
 -include $(COMMON_OBJ:.o=.d) $(FXLIB_OBJ:.o=.d) $(PRLIB_OBJ:.o=.d) $(NETLINK_OBJ:.o=.d) $(FIXTURE_SRC:%.c=$(BUILD)/%.d) $(PROBE_SRC:%.c=$(BUILD)/%.d)
 
-# Kernel matrix (experiments/lib/vm.sh, docs/kernel-matrix.md): QEMU and what goes into the guest's initramfs.
+# Kernel matrix (experiments/guest/vm.sh, docs/kernel-matrix.md): QEMU and what goes into the guest's initramfs.
 .PHONY: deps-kernel
 KERNEL_DEB_PACKAGES := qemu-system-x86 busybox-static cpio xz-utils
 deps-kernel:

@@ -216,6 +216,12 @@ declare -A U_REPORT=() U_SET=() U_QUICK=() U_ALONE=() U_EXPECT=() U_LIMIT=() U_R
 declare -A U_QEMU_WHY=()	# qemu=no units: why not in a guest ("# qemu no: UNIT: why" lines)
 declare -A U_MTU=()	# wire units: the veth pair's MTU (netns "wire" is 1500, "wire:N" is N)
 
+# collect_script UNIT REPORT: the unit's collect script, in its experiment's folder: the
+# report's (experiments/REPORT/UNIT.sh), or the unit's own when it feeds none (docs/design.md).
+collect_script() {
+	if [ "$2" = - ]; then echo "$EXP/$1/$1.sh"; else echo "$EXP/$2/$1.sh"; fi
+}
+
 # col NAME VALUE REGEX WANT: unless a column was already found bad, check VALUE against REGEX.
 col() {
 	[ -n "$bad" ] || [[ $2 =~ $3 ]] || bad="$1 '$2': want $4"
@@ -250,8 +256,9 @@ load_units() {
 			bad="netns '$netns': the MTU must be 68..65535 (a veth's range)" ;; esac
 		col qemu "$qemu" '^(yes|no)$' "yes or no"
 		[ -n "$bad" ] || [ "$netns:$qemu" != 2:yes ] || bad="netns 2 with qemu yes: the guest gives a unit one namespace, or a wire (netns wire)"
-		[ -n "$bad" ] || [ -f "$EXP/$name.sh" ] || bad="no collect script $EXP/$name.sh"
-		[ -n "$bad" ] || [ "$report" = - ] || [ -f "$EXP/$report.py" ] || bad="no report $EXP/$report.py"
+		# the report first: a unit's script is in its report's folder
+		[ -n "$bad" ] || [ "$report" = - ] || [ -f "$EXP/$report/$report.py" ] || bad="no report $EXP/$report/$report.py"
+		[ -n "$bad" ] || [ -f "$(collect_script "$name" "$report")" ] || bad="no collect script $(collect_script "$name" "$report")"
 		[ -z "$bad" ] || die $EXIT_FAIL "$UNITS_FILE:$n: $bad"
 		UNIT_NAMES+=("$name")
 		U_REPORT[$name]=$report U_SET[$name]=$set U_QUICK[$name]=$quick U_ALONE[$name]=$alone
@@ -368,7 +375,7 @@ start_unit() {
 		unit_log_start "$unit"
 		unshare -rn sh -c '"$0" link set lo up && exec "$@"' "$IP" \
 			setsid env TL_BIN="$TL_BIN" ${TL_QUICK:+TL_QUICK=1} \
-			sh "$EXP/$unit.sh" "$TMPDIR_RUN/raw/$unit" 2> "$TMPDIR_RUN/log/$unit.fifo" &
+			sh "$(collect_script "$unit" "${U_REPORT[$unit]}")" "$TMPDIR_RUN/raw/$unit" 2> "$TMPDIR_RUN/log/$unit.fifo" &
 		UNIT_PID[$unit]=$!
 		log "$unit: started in an unprivileged user+network namespace (unshare -rn)"
 		return 0
@@ -400,7 +407,7 @@ start_unit() {
 	unit_log_start "$unit"
 	ip netns exec "$ns" setsid env TL_BIN="$TL_BIN" ${TL_QUICK:+TL_QUICK=1} ${ns2:+TL_NS2=$ns2} \
 		${srv:+TL_WIRE=1 TL_NS_SERVER=$srv TL_MTU=$mtu} \
-		sh "$EXP/$unit.sh" "$TMPDIR_RUN/raw/$unit" 2> "$TMPDIR_RUN/log/$unit.fifo" &
+		sh "$(collect_script "$unit" "${U_REPORT[$unit]}")" "$TMPDIR_RUN/raw/$unit" 2> "$TMPDIR_RUN/log/$unit.fifo" &
 	UNIT_PID[$unit]=$!
 	log "$unit: started in namespace $ns${ns2:+ (and $ns2)}${srv:+, wired to $srv (veth, MTU $mtu)}"
 }
@@ -579,7 +586,7 @@ run_reports() {
 		# SIGINT ignored from the start: a Ctrl-C to the process group must not become a
 		# KeyboardInterrupt traceback while Python is still importing; this script's own
 		# trap stops the report (it writes through a temporary file and a rename).
-		if (trap '' INT && exec "$PY" "$EXP/$r.py" "$OUT/raw" "$OUT") 2> "$TMPDIR_RUN/report-$r.err"; then
+		if (trap '' INT && exec "$PY" "$EXP/$r/$r.py" "$OUT/raw" "$OUT") 2> "$TMPDIR_RUN/report-$r.err"; then
 			cat "$TMPDIR_RUN/report-$r.err" >&2
 			log "wrote ${OUT#"$TOP"/}/$r.txt and .json"
 		else
@@ -593,7 +600,7 @@ run_reports() {
 }
 
 # failed_outputs: every failed unit gets NAME.txt/.json saying "failed: WHY" and what it collected
-# (experiments/tcplab_failed.py; docs/output-format.md): a unit under its own name, a report that
+# (experiments/report/tcplab_failed.py; docs/output-format.md): a unit under its own name, a report that
 # refused its raw data under the report's.  They replace the old outputs of that name, a good
 # result too: REPLACED lists those, for the run's last line.  A unit that succeeded and feeds a
 # report of another name loses the failed outputs an earlier run left under its own name.
@@ -617,7 +624,7 @@ failed_outputs() {
 		[ -z "${UNIT_RAN[$u]:-}" ] || args+=(--ran-s "${UNIT_RAN[$u]}")
 		[ ! -f "$TMPDIR_RUN/log/$u.txt" ] || args+=(--log "$TMPDIR_RUN/log/$u.txt")
 		[ ! -f "$TMPDIR_RUN/raw/vm-console.log" ] || args+=(--console "$TMPDIR_RUN/raw/vm-console.log")
-		if said=$("$PY" "$TOP/experiments/tcplab_failed.py" "$OUT" "$name" "$OUT/raw/$u" "${args[@]}"); then
+		if said=$("$PY" "$TOP/experiments/report/tcplab_failed.py" "$OUT" "$name" "$OUT/raw/$u" "${args[@]}"); then
 			log "$f: wrote ${OUT#"$TOP"/}/$name.txt and .json (failed)"
 			[ -z "$said" ] || REPLACED+=("$name.txt/.json ($said)")
 		else
@@ -640,10 +647,10 @@ failed_outputs() {
 guest_out() {
 	local line st=0
 	ensure_built	# vm.sh --resolve checks the programs it would put in the guest
-	line=$("$TOP/experiments/lib/vm.sh" --accel "$ACCEL" --resolve "$KERNEL") || st=$?
+	line=$("$TOP/experiments/guest/vm.sh" --accel "$ACCEL" --resolve "$KERNEL") || st=$?
 	if [ "$st" -ne 0 ]; then	# vm.sh's one line on stderr says why
 		[ "$st" -eq "$EXIT_SKIP" ] || st=$EXIT_FAIL
-		[ -z "$KTAP" ] || ktap_die "$st" "experiments/lib/vm.sh cannot have the $KERNEL kernel here (its reason is on stderr)"
+		[ -z "$KTAP" ] || ktap_die "$st" "experiments/guest/vm.sh cannot have the $KERNEL kernel here (its reason is on stderr)"
 		exit "$st"
 	fi
 	[ -n "${line%% *}" ] || die $EXIT_FAIL "--kernel $KERNEL: vm.sh --resolve named no release"
@@ -666,10 +673,10 @@ rotate_units() {
 	printf '%s\n' "${@:k+1}" "${@:1:k}"
 }
 
-# Run units inside a Debian kernel under QEMU (experiments/lib/vm.sh); raw files come back to the host and
+# Run units inside a Debian kernel under QEMU (experiments/guest/vm.sh); raw files come back to the host and
 # are reported here, into outputs/<the guest's release>/.  Under --kernel all each guest starts
 # its units at another point of the same order (TCPLAB_ROTATE=I/N, set by
-# experiments/tcplab_all.py for the I-th of N guests at once), so that their long waits on TCP
+# experiments/guest/tcplab_all.py for the I-th of N guests at once), so that their long waits on TCP
 # timers fall at different times and one guest's wait is another's CPU (docs/kernel-matrix.md,
 # "All kernels at once").
 run_vm() {
@@ -685,7 +692,7 @@ run_vm() {
 		[ "${order[0]}" = "$1" ] || log "units in turn from ${order[0]} (TCPLAB_ROTATE=$TCPLAB_ROTATE: guest $((${TCPLAB_ROTATE%/*} + 1)) of ${TCPLAB_ROTATE#*/} side by side)"
 	fi
 	TCPLAB_EXPERIMENTS=$EXP rs_run_vm --accel "$ACCEL" ${MTU_OPT:+--mtu "$MTU_OPT"} "$KERNEL" "$raw" "${order[@]}" || status=$?
-	[ "$status" -ne "$EXIT_SKIP" ] || { [ -z "$KTAP" ] || ktap_die "$EXIT_SKIP" "experiments/lib/vm.sh cannot boot a guest here (its reason is on stderr)"; exit "$EXIT_SKIP"; }
+	[ "$status" -ne "$EXIT_SKIP" ] || { [ -z "$KTAP" ] || ktap_die "$EXIT_SKIP" "experiments/guest/vm.sh cannot boot a guest here (its reason is on stderr)"; exit "$EXIT_SKIP"; }
 	release=$(sed -n 's/^kernel=//p' "$raw/vm.txt" 2> /dev/null | head -n 1)
 	[ -n "$release" ] || die $EXIT_FAIL "the guest reported no kernel release (see above)"
 	[ -n "$OUT_SET" ] || rs_switch_out "$OUTPUTS/$release"
@@ -729,15 +736,15 @@ main() {
 	if [ "${1:-}" = diff ]; then
 		shift
 		[ $# -eq 2 ] || die $EXIT_USAGE "usage: ./run.sh diff DIR_A DIR_B"
-		exec "$PY" "$TOP/experiments/tcplab_diff.py" "$1" "$2"
+		exec "$PY" "$TOP/experiments/tools/tcplab_diff.py" "$1" "$2"
 	fi
 	if [ "${1:-}" = matrix ]; then
 		shift
-		exec "$PY" "$TOP/experiments/tcplab_matrix.py" "$@"
+		exec "$PY" "$TOP/experiments/tools/tcplab_matrix.py" "$@"
 	fi
 	if [ "${1:-}" = kcidb ]; then
 		shift
-		exec "$PY" "$TOP/experiments/tcplab_kcidb.py" "$@"
+		exec "$PY" "$TOP/experiments/tools/tcplab_kcidb.py" "$@"
 	fi
 	local list="" accel_set="" seen=" "
 	while [ $# -gt 0 ]; do
@@ -806,7 +813,7 @@ main() {
 		for u in "${units[@]}"; do [ -z "${U_MTU[$u]:-}" ] || wired=1; done
 		[ -n "$wired" ] || die $EXIT_USAGE "--mtu $MTU_OPT: none of these units runs on the wire (netns wire in experiments/units)"
 	fi
-	if [ "$KERNEL" = all ]; then	# the driver runs one run.sh per kernel (experiments/tcplab_all.py)
+	if [ "$KERNEL" = all ]; then	# the driver runs one run.sh per kernel (experiments/guest/tcplab_all.py)
 		local guest_units=()
 		for u in "${named_units[@]}"; do [ "${U_QEMU[$u]}" = no ] || guest_units+=("$u"); done
 		[ -z "$named" ] || [ ${#guest_units[@]} -gt 0 ] ||
@@ -817,7 +824,7 @@ main() {
 		# built first: the driver's vm.sh --resolve needs the programs, and five children
 		# building one fresh clone at once would race
 		ensure_built
-		exec "$PY" "$TOP/experiments/tcplab_all.py" --run-sh "$TOP/run.sh" ${quick:+--quick} ${all:+--all} \
+		exec "$PY" "$TOP/experiments/guest/tcplab_all.py" --run-sh "$TOP/run.sh" ${quick:+--quick} ${all:+--all} \
 			${accel_set:+--accel "$ACCEL"} ${MTU_OPT:+--mtu "$MTU_OPT"} ${OUT_SET:+--out "$OUT"} \
 			${RS_ALLOW_FOREIGN:+--allow-foreign-out} --host-units "${named_units[*]}" --guest-units "${guest_units[*]}"
 	fi

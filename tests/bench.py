@@ -36,7 +36,7 @@ import sys
 import time
 
 TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(TOP, "experiments"))
+sys.path.insert(0, os.path.join(TOP, "experiments", "report"))
 sys.path.insert(0, os.path.join(TOP, "tests"))
 import lab_proc  # noqa: E402
 import tcplab  # noqa: E402

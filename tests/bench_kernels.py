@@ -32,7 +32,7 @@ import tempfile
 import time
 
 TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(TOP, "experiments"))
+sys.path.insert(0, os.path.join(TOP, "experiments", "report"))
 import tcplab_all  # noqa: E402
 
 RUN = os.path.join(TOP, "run.sh")

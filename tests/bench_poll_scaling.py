@@ -30,7 +30,7 @@ def netns():
 
 def pinning():
     """(server args, client args): server on CPU 1 and client on CPU 0 when both are ours,
-    as experiments/poll-scaling.sh does; nothing otherwise."""
+    as experiments/poll-scaling/poll-scaling.sh does; nothing otherwise."""
     cpus = os.sched_getaffinity(0)
     if {0, 1} <= cpus:
         return ["-C", "1"], ["-C", "0"]

@@ -19,7 +19,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TOP = os.path.dirname(HERE)
-sys.path.insert(0, os.path.join(TOP, "experiments"))
+sys.path.insert(0, os.path.join(TOP, "experiments", "report"))
 sys.path.insert(0, HERE)
 import lab_proc  # noqa: E402
 import tcplab  # noqa: E402

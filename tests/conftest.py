@@ -8,7 +8,8 @@ import sys
 import pytest
 
 TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(TOP, "experiments"))
+for _lib in ("report", "tools", "guest"):   # experiments/: the report library, tools, guests
+    sys.path.insert(0, os.path.join(TOP, "experiments", _lib))
 DATA = os.path.join(TOP, "tests", "data")
 
 

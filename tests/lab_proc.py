@@ -12,6 +12,16 @@ NETNS_SH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__
                         "experiments", "lib", "netns.sh")
 
 
+def exp_file(exp, folder, name):
+    """A file of a test's own experiments directory (TCPLAB_EXPERIMENTS), in the folder run.sh
+    looks in (docs/design.md, "Layout"): exp/FOLDER/NAME, FOLDER made.  FOLDER is the unit's
+    report, or the unit itself when it feeds none."""
+    d = os.path.join(str(exp), folder)
+    os.makedirs(d, exist_ok=True)
+    import pathlib
+    return pathlib.Path(d, name)
+
+
 class ProcError(Exception):
     """The program ended, or said nothing in time, before the line we waited for."""
 

@@ -2,6 +2,7 @@
 prints the awaited line and exits before the wait's first look at the file.  The wait is
 probes/waitfor's (it reads the file once more after the process is seen gone); these check that
 tl_wait_count keeps that promise and words the failure as before."""
+import glob
 import os
 import subprocess
 
@@ -133,10 +134,10 @@ def unit_watchers(unit, setting):
     p01-synretry.sh's), after checking that the unit sets `setting`; at least one watcher, by
     hand or tl_watch's."""
     exp = os.path.join(TOP, "experiments")
-    text = open(os.path.join(exp, unit + ".sh")).read()
+    text = open(glob.glob(os.path.join(exp, "*", unit + ".sh"))[0]).read()
     assert setting in text, unit
     if unit == "p01-synretry-default":
-        text = open(os.path.join(exp, "p01-synretry.sh")).read()
+        text = open(os.path.join(exp, "p01-synretry", "p01-synretry.sh")).read()
     calls = watcher_calls(text)
     assert calls or "tl_watch " in text, unit
     return calls
@@ -172,12 +173,12 @@ def test_every_watcher_started_by_hand_gets_the_units_interval():
     """docs/kernel-matrix.md ("Sampling in a guest"): each watcher a script starts by hand passes
     -i "$TL_WATCH_US", so that a unit's TL_GUEST_WATCH_US reaches all of its watchers; the one
     exception is accept-path's queue sampler, whose interval is the experiment's own (-i "$_iv")."""
-    exp = os.path.join(TOP, "experiments")
     seen = 0
-    for name in sorted(os.listdir(exp)):
-        if not name.endswith(".sh"):
-            continue
-        for c in watcher_calls(open(os.path.join(exp, name)).read()):
+    for path in sorted(glob.glob(os.path.join(TOP, "experiments", "*", "*.sh"))):
+        if os.path.basename(os.path.dirname(path)) in ("lib", "guest"):
+            continue                    # the collect scripts only: each in its experiment's folder
+        name = os.path.basename(path)
+        for c in watcher_calls(open(path).read()):
             seen += 1
             assert '-i "$TL_WATCH_US"' in c or (name == "accept-path.sh" and '-i "$_iv"' in c), \
                 (name, c)

@@ -10,7 +10,7 @@ import pytest
 import tcplab_diff
 
 TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DIFF = os.path.join(TOP, "experiments", "tcplab_diff.py")
+DIFF = os.path.join(TOP, "experiments", "tools", "tcplab_diff.py")
 
 
 COMMON = {"schema": 2, "collected_at": "2026-11-30T12:52:40Z", "load_average": None}

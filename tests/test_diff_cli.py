@@ -7,7 +7,7 @@ import subprocess
 from test_diff_cases import machine
 
 TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DIFF = os.path.join(TOP, "experiments", "tcplab_diff.py")
+DIFF = os.path.join(TOP, "experiments", "tools", "tcplab_diff.py")
 
 
 def run(*args):

@@ -21,8 +21,8 @@ def reader_files():
               if os.path.isfile(p)]
     files += glob.glob(os.path.join(TOP, "outputs", "*.txt"))
     files += glob.glob(os.path.join(TOP, "outputs", "*", "*.txt"))
-    files += glob.glob(os.path.join(TOP, "experiments", "*.py"))
-    files += glob.glob(os.path.join(TOP, "experiments", "*.sh"))
+    files += glob.glob(os.path.join(TOP, "experiments", "*", "*.py"))
+    files += glob.glob(os.path.join(TOP, "experiments", "*", "*.sh"))
     return sorted(files)
 
 

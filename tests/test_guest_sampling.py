@@ -58,7 +58,7 @@ def raw_copy(tmp_path, report):
 
 def run(report, raw, out):
     os.makedirs(out, exist_ok=True)
-    return subprocess.run([sys.executable, os.path.join(TOP, "experiments", report + ".py"),
+    return subprocess.run([sys.executable, os.path.join(TOP, "experiments", report, report + ".py"),
                            str(raw), str(out)], capture_output=True, text=True, timeout=120)
 
 

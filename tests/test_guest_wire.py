@@ -22,6 +22,7 @@ import subprocess
 
 import pytest
 
+import lab_proc
 from conftest import TOP
 
 RUN = os.path.join(TOP, "run.sh")
@@ -31,7 +32,7 @@ EXIT_SKIP = 4
 
 UNIT_SH = f"""#!/bin/sh
 # {UNIT}: netem, an nft fault and a capture on the wire, then one connect across it.
-. "$(dirname "$0")/lib/collect.sh"
+. "$(dirname "$0")/../lib/collect.sh"
 tl_init "$1"
 PORT={PORT}
 uname -r > "$RAW/uname.txt"
@@ -46,7 +47,7 @@ tl_wire_record
 """
 SKIP_UNIT = "t-guest-skip"
 SKIP_SH = """#!/bin/sh
-. "$(dirname "$0")/lib/collect.sh"
+. "$(dirname "$0")/../lib/collect.sh"
 tl_init "$1"
 tl_skip "the test's own reason"
 """
@@ -60,8 +61,8 @@ def wire_experiments(tmp_path):
                     ignore=shutil.ignore_patterns("__pycache__"))
     (exp / "units").write_text(f"{UNIT} - named run no 5 150 yes wire yes\n"
                                f"{SKIP_UNIT} - named run no 1 30 no 1 yes\n")
-    (exp / f"{UNIT}.sh").write_text(UNIT_SH)
-    (exp / f"{SKIP_UNIT}.sh").write_text(SKIP_SH)
+    lab_proc.exp_file(exp, UNIT, f"{UNIT}.sh").write_text(UNIT_SH)
+    lab_proc.exp_file(exp, SKIP_UNIT, f"{SKIP_UNIT}.sh").write_text(SKIP_SH)
     return exp
 
 
@@ -206,7 +207,7 @@ def test_a_unit_that_skips_in_the_guest_is_reported_skipped(guest_run):
 @pytest.mark.parametrize("mtu", ["0", "67", "70000", "15x", ""])
 def test_vm_sh_refuses_a_bad_mtu_in_one_line(tmp_path, mtu):
     exp = wire_experiments(tmp_path)
-    r = subprocess.run([os.path.join(TOP, "experiments", "lib", "vm.sh"), "--mtu", mtu, "6.1",
+    r = subprocess.run([os.path.join(TOP, "experiments", "guest", "vm.sh"), "--mtu", mtu, "6.1",
                         str(tmp_path / "raw"), UNIT], capture_output=True, text=True, timeout=30,
                        env=dict(os.environ, TCPLAB_EXPERIMENTS=str(exp)))
     assert r.returncode == 2, r.stderr
@@ -218,8 +219,8 @@ def test_vm_sh_refuses_a_unit_with_two_namespaces(tmp_path):
     """The guest gives a unit one namespace or the wire; netns 2 is refused before any boot."""
     exp = wire_experiments(tmp_path)
     (exp / "units").write_text("t-two - named run no 1 30 no 2 yes\n")
-    (exp / "t-two.sh").write_text(SKIP_SH)
-    r = subprocess.run([os.path.join(TOP, "experiments", "lib", "vm.sh"), "6.1", str(tmp_path / "raw"),
+    lab_proc.exp_file(exp, "t-two", "t-two.sh").write_text(SKIP_SH)
+    r = subprocess.run([os.path.join(TOP, "experiments", "guest", "vm.sh"), "6.1", str(tmp_path / "raw"),
                         "t-two"], capture_output=True, text=True, timeout=30,
                        env=dict(os.environ, TCPLAB_EXPERIMENTS=str(exp)))
     assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
@@ -235,7 +236,7 @@ def test_run_sh_takes_wire_units_for_the_guest_but_not_two_namespaces(tmp_path):
     assert row[-2:] == ["wire", "yes"], row
     with open(exp / "units", "a") as f:
         f.write("t-two - named run no 1 30 no 2 yes\n")
-    (exp / "t-two.sh").write_text(SKIP_SH)
+    lab_proc.exp_file(exp, "t-two", "t-two.sh").write_text(SKIP_SH)
     r = subprocess.run([RUN, "--list"], capture_output=True, text=True, timeout=30, env=env)
     assert r.returncode == 1 and r.stderr.count("\n") == 1, r.stderr
     assert "units:3: netns 2 with qemu yes" in r.stderr, r.stderr

@@ -1,4 +1,4 @@
-"""tcplab kcidb (experiments/tcplab_kcidb.py): a --ktap run's KTAP as a KCIDB submission.
+"""tcplab kcidb (experiments/tools/tcplab_kcidb.py): a --ktap run's KTAP as a KCIDB submission.
 
 The submission is checked against the rules of KCIDB's own schema, kcidb-io v5.3
 (kcidb_io/schema/v05_03.py: the required keys, the id, origin and path patterns, the status

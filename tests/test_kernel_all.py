@@ -1,4 +1,4 @@
-"""run.sh --kernel all (experiments/tcplab_all.py; docs/kernel-matrix.md "All kernels at once").
+"""run.sh --kernel all (experiments/guest/tcplab_all.py; docs/kernel-matrix.md "All kernels at once").
 
 Without QEMU: the argument handling (bad combinations: one line, exit 2, nothing written; good
 ones: what each child run.sh is given, from TCPLAB_ALL_PLAN=1), and the budget arithmetic on

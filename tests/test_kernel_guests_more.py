@@ -1,5 +1,5 @@
 """The 5.10 (bullseye, classic package) and 7.2 (sid, split packages) guests end to end:
-experiments/lib/vm.sh fetches each through tcplab's own apt configuration, boots it under QEMU
+experiments/guest/vm.sh fetches each through tcplab's own apt configuration, boots it under QEMU
 and runs p01-synretry; the retransmissions follow the schedule the guest's own sysctls predict
 (tcplab.expected_syn_schedule: 5.10 has no tcp_syn_linear_timeouts, so doubling, 1 s and 3 s,
 ETIMEDOUT at 7 s).  vm.txt names the exact packages.  One boot per kernel per session; skips

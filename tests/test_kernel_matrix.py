@@ -1,9 +1,10 @@
-"""The kernel matrix end to end: experiments/lib/vm.sh boots Debian's 6.1 cloud kernel under QEMU, runs
+"""The kernel matrix end to end: experiments/guest/vm.sh boots Debian's 6.1 cloud kernel under QEMU, runs
 p01-synretry (and vm-selftest) inside it, and the report shows 6.1's exponential SYN schedule:
 TCP_SYNCNT=2 gives three SYNs, retransmits at about 1 s and 3 s, ETIMEDOUT at about 7 s
 (no tcp_syn_linear_timeouts before 6.5).  One boot per session; skips with vm.sh's own reason
 where qemu, busybox-static or the kernel package cannot be had."""
 import json
+import glob
 import os
 import shutil
 import subprocess
@@ -11,7 +12,7 @@ import subprocess
 import pytest
 
 TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-VM = os.path.join(TOP, "experiments", "lib", "vm.sh")
+VM = os.path.join(TOP, "experiments", "guest", "vm.sh")
 UNITS = ("p01-synretry", "vm-selftest")
 EXIT_SKIP = 4
 
@@ -40,7 +41,7 @@ def boot_and_report(series, units, raw, out, timeout):
     if r.returncode == EXIT_SKIP:
         pytest.skip(r.stderr.strip().splitlines()[-1])
     assert r.returncode == 0, f"vm.sh exited {r.returncode}:\n{r.stderr}"
-    rep = subprocess.run(["/usr/bin/python3", os.path.join(TOP, "experiments", "p01-synretry.py"),
+    rep = subprocess.run(["/usr/bin/python3", os.path.join(TOP, "experiments", "p01-synretry", "p01-synretry.py"),
                           str(raw), str(out)], capture_output=True, text=True)
     assert rep.returncode == 0, rep.stderr
     with open(out / "p01-synretry.json") as f:
@@ -54,7 +55,7 @@ def guest61(bindir, tmp_path_factory):
         pytest.skip("qemu-system-x86_64 not installed (make deps-kernel)")
     if os.geteuid() != 0:
         pytest.skip("needs root: the kernel cache and apt-get download")
-    missing = [u for u in UNITS if not os.path.exists(os.path.join(TOP, "experiments", u + ".sh"))]
+    missing = [u for u in UNITS if not glob.glob(os.path.join(TOP, "experiments", "*", u + ".sh"))]
     if missing:
         pytest.skip("experiments not written yet: " + " ".join(missing))
     raw = tmp_path_factory.mktemp("vm61")

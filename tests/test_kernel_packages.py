@@ -1,4 +1,4 @@
-"""Debian kernel packages without root or QEMU (experiments/lib/kernelpkg.sh): both layouts
+"""Debian kernel packages without root or QEMU (experiments/guest/kernelpkg.sh): both layouts
 laid out as vm.sh expects, from tiny .debs built here with dpkg-deb -b (the classic
 linux-image-*-unsigned, and sid's split linux-image meta + linux-binary + linux-modules +
 linux-base); the choice of packages from apt's answers (a stand-in apt-cache on PATH); and the
@@ -13,7 +13,7 @@ import pytest
 import tcplab
 
 TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-KP = os.path.join(TOP, "experiments", "lib", "kernelpkg.sh")
+KP = os.path.join(TOP, "experiments", "guest", "kernelpkg.sh")
 REL = "9.9.1+deb99-cloud-amd64"
 
 needs_dpkg = pytest.mark.skipif(shutil.which("dpkg-deb") is None, reason="dpkg-deb not installed")

@@ -15,6 +15,7 @@ import subprocess
 
 import pytest
 
+import lab_proc
 from conftest import DATA, TOP
 
 RUN = os.path.join(TOP, "run.sh")
@@ -120,9 +121,9 @@ def fake_experiments(tmp_path, units):
             report = "t-badrep" if u == "t-badrep" else "-"
             limit = 2 if u == "t-slow" else 30
             f.write(f"{u} {report} default run no 1 {limit} no 1 yes\n")
-            (exp / f"{u}.sh").write_text('#!/bin/sh\n. "$(dirname "$0")/lib/collect.sh"\n'
+            lab_proc.exp_file(exp, u, f"{u}.sh").write_text('#!/bin/sh\n. "$(dirname "$0")/../lib/collect.sh"\n'
                                          'tl_init "$1"\n' + UNIT_SH[u])
-    (exp / "t-badrep.py").write_text("import sys\nsys.exit('t-badrep: made to fail by the test')\n")
+    lab_proc.exp_file(exp, "t-badrep", "t-badrep.py").write_text("import sys\nsys.exit('t-badrep: made to fail by the test')\n")
     return exp
 
 
@@ -242,7 +243,8 @@ def test_a_qemu_no_unit_is_a_skip_under_kernel(tmp_path, bindir):
     exp = fake_experiments(tmp_path, ["t-pass"])
     with open(exp / "units", "a") as f:
         f.write("t-host - default run no 1 30 no 1 no\n")
-    (exp / "t-host.sh").write_text((exp / "t-pass.sh").read_text())
+    lab_proc.exp_file(exp, "t-host", "t-host.sh").write_text(
+        lab_proc.exp_file(exp, "t-pass", "t-pass.sh").read_text())
     r = run_ktap(tmp_path, ["--kernel", "6.1"], exp=exp, timeout=300)
     if r.returncode == EXIT_SKIP and "vm.sh cannot boot" in r.stdout:
         pytest.skip(r.stderr.strip().splitlines()[-1])

@@ -123,10 +123,10 @@ def test_unit_and_report(netns, bindir, tmp_path):
     raw = tmp_path / "raw"
     env = dict(os.environ, TL_BIN=bindir)
     r = subprocess.run(["ip", "netns", "exec", netns, "sh",
-                        os.path.join(TOP, "experiments", "accept-path.sh"), raw / "accept-path"],
+                        os.path.join(TOP, "experiments", "accept-path", "accept-path.sh"), raw / "accept-path"],
                        capture_output=True, text=True, timeout=60, env=env)
     assert r.returncode == 0, r.stderr
-    r = subprocess.run(["/usr/bin/python3", os.path.join(TOP, "experiments", "accept-path.py"),
+    r = subprocess.run(["/usr/bin/python3", os.path.join(TOP, "experiments", "accept-path", "accept-path.py"),
                         raw, tmp_path / "out"], capture_output=True, text=True, timeout=30)
     assert r.returncode == 0, r.stderr
     obj = json.loads((tmp_path / "out" / "accept-path.json").read_text())

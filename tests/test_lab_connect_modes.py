@@ -101,10 +101,10 @@ def test_unit_and_report(netns, bindir, tmp_path):
     raw = tmp_path / "raw"
     env = dict(os.environ, TL_BIN=bindir)
     r = subprocess.run(["ip", "netns", "exec", netns, "sh",
-                        os.path.join(TOP, "experiments", "connect-modes.sh"), raw / "connect-modes"],
+                        os.path.join(TOP, "experiments", "connect-modes", "connect-modes.sh"), raw / "connect-modes"],
                        capture_output=True, text=True, timeout=60, env=env)
     assert r.returncode == 0, r.stderr
-    r = subprocess.run(["/usr/bin/python3", os.path.join(TOP, "experiments", "connect-modes.py"),
+    r = subprocess.run(["/usr/bin/python3", os.path.join(TOP, "experiments", "connect-modes", "connect-modes.py"),
                         raw, tmp_path / "out"], capture_output=True, text=True, timeout=30)
     assert r.returncode == 0, r.stderr
     text = (tmp_path / "out" / "connect-modes.txt").read_text()

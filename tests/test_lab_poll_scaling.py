@@ -196,7 +196,7 @@ def test_selftest_echo_is_exact(bindir, netns):
 
 @pytest.fixture(scope="module")
 def quick_run(bindir, tmp_path_factory):
-    """experiments/poll-scaling.sh with TL_QUICK=1 in its own namespace, then the report."""
+    """experiments/poll-scaling/poll-scaling.sh with TL_QUICK=1 in its own namespace, then the report."""
     if os.geteuid() != 0 or shutil.which("ip") is None:
         pytest.skip("needs root and `ip netns`")
     import bench_poll_scaling
@@ -205,13 +205,13 @@ def quick_run(bindir, tmp_path_factory):
     with bench_poll_scaling.netns() as ns:
         env = dict(os.environ, TL_QUICK="1", TL_BIN=os.path.abspath(bindir))
         r = subprocess.run(["ip", "netns", "exec", ns, "sh",
-                            os.path.join(TOP, "experiments", "poll-scaling.sh"),
+                            os.path.join(TOP, "experiments", "poll-scaling", "poll-scaling.sh"),
                             str(raw / "poll-scaling")], env=env, capture_output=True,
                            text=True, timeout=120)
         left = ns_pids(ns)
     assert r.returncode == 0, r.stderr
     assert left == []
-    rep = subprocess.run(["/usr/bin/python3", os.path.join(TOP, "experiments", "poll-scaling.py"),
+    rep = subprocess.run(["/usr/bin/python3", os.path.join(TOP, "experiments", "poll-scaling", "poll-scaling.py"),
                           str(raw), str(out)], capture_output=True, text=True)
     assert rep.returncode == 0, rep.stderr
     return raw, out, r.stderr
@@ -281,13 +281,13 @@ def test_a_k_the_file_limit_cannot_hold_is_not_run_and_said(bindir, tmp_path):
     with bench_poll_scaling.netns() as ns:
         env = dict(os.environ, TL_QUICK="1", TL_BIN=os.path.abspath(bindir), TL_POLL_PIN="0")
         r = subprocess.run(["ip", "netns", "exec", ns, "sh", "-c", 'ulimit -n 1000 && exec sh "$@"',
-                            "sh", os.path.join(TOP, "experiments", "poll-scaling.sh"),
+                            "sh", os.path.join(TOP, "experiments", "poll-scaling", "poll-scaling.sh"),
                             str(raw / "poll-scaling")], env=env, capture_output=True,
                            text=True, timeout=120)
         assert ns_pids(ns) == []
     assert r.returncode == 0, r.stderr
     assert "K=2000 not run: echo_load needs 2040 fds, the hard RLIMIT_NOFILE is 1000" in r.stderr
-    rep = subprocess.run(["/usr/bin/python3", os.path.join(TOP, "experiments", "poll-scaling.py"),
+    rep = subprocess.run(["/usr/bin/python3", os.path.join(TOP, "experiments", "poll-scaling", "poll-scaling.py"),
                           str(raw), str(out)], capture_output=True, text=True)
     assert rep.returncode == 0, rep.stderr
     obj = json.loads((out / "poll-scaling.json").read_text())
@@ -301,7 +301,7 @@ def test_a_k_the_file_limit_cannot_hold_is_not_run_and_said(bindir, tmp_path):
 def test_report_without_gnuplot_says_so(quick_run, tmp_path):
     raw, _, _ = quick_run
     env = dict(os.environ, PATH="/nonexistent")
-    rep = subprocess.run(["/usr/bin/python3", os.path.join(TOP, "experiments", "poll-scaling.py"),
+    rep = subprocess.run(["/usr/bin/python3", os.path.join(TOP, "experiments", "poll-scaling", "poll-scaling.py"),
                           str(raw), str(tmp_path)], capture_output=True, text=True, env=env)
     assert rep.returncode == 0, rep.stderr
     assert "plot: gnuplot not available" in (tmp_path / "poll-scaling.txt").read_text()
@@ -310,12 +310,12 @@ def test_report_without_gnuplot_says_so(quick_run, tmp_path):
 
 
 def test_report_missing_raw_is_one_line(tmp_path):
-    rep = subprocess.run(["/usr/bin/python3", os.path.join(TOP, "experiments", "poll-scaling.py"),
+    rep = subprocess.run(["/usr/bin/python3", os.path.join(TOP, "experiments", "poll-scaling", "poll-scaling.py"),
                           str(tmp_path), str(tmp_path / "out")], capture_output=True, text=True)
     assert rep.returncode == 1
     assert len(rep.stderr.splitlines()) == 1 and "poll-scaling: missing" in rep.stderr
     (tmp_path / "poll-scaling").mkdir()
-    rep = subprocess.run(["/usr/bin/python3", os.path.join(TOP, "experiments", "poll-scaling.py"),
+    rep = subprocess.run(["/usr/bin/python3", os.path.join(TOP, "experiments", "poll-scaling", "poll-scaling.py"),
                           str(tmp_path), str(tmp_path / "out")], capture_output=True, text=True)
     assert rep.returncode == 1
     assert len(rep.stderr.splitlines()) == 1 and "plan.txt: missing" in rep.stderr
@@ -330,7 +330,7 @@ def test_report_accepts_deleted_empty_err_files(quick_run, tmp_path):
     for err in (copy / "poll-scaling").glob("*.err"):
         if err.stat().st_size == 0:
             err.unlink()
-    rep = subprocess.run(["/usr/bin/python3", os.path.join(TOP, "experiments", "poll-scaling.py"),
+    rep = subprocess.run(["/usr/bin/python3", os.path.join(TOP, "experiments", "poll-scaling", "poll-scaling.py"),
                           str(copy), str(tmp_path / "out")], capture_output=True, text=True)
     assert rep.returncode == 0, rep.stderr
     obj = json.loads((tmp_path / "out" / "poll-scaling.json").read_text())

@@ -357,7 +357,7 @@ def test_keep_to_dev_full_fails_with_one_line(bindir, netns):
 # ---- what reads the lines: tcplab.read_machine, the p01-machine report, the diff -------------
 
 REF = os.path.join(TOP, "outputs", "6.18.44-fc-v782", "raw", "p01-machine")
-DIFF = os.path.join(TOP, "experiments", "tcplab_diff.py")
+DIFF = os.path.join(TOP, "experiments", "tools", "tcplab_diff.py")
 
 
 @pytest.fixture
@@ -374,7 +374,7 @@ def raw_with_links(bindir, tmp_path):
 
 
 def report(raw, out):
-    return subprocess.run(["/usr/bin/python3", os.path.join(TOP, "experiments", "p01-machine.py"),
+    return subprocess.run(["/usr/bin/python3", os.path.join(TOP, "experiments", "p01-machine", "p01-machine.py"),
                            str(raw), str(out)], capture_output=True, text=True, timeout=20)
 
 

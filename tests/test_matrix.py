@@ -1,4 +1,4 @@
-"""The matrix view (experiments/tcplab_matrix.py, ./run.sh matrix): replayed from the committed
+"""The matrix view (experiments/tools/tcplab_matrix.py, ./run.sh matrix): replayed from the committed
 outputs and from hand-made output directories, no root needed."""
 import json
 import os
@@ -9,11 +9,11 @@ import sys
 import pytest
 
 TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(TOP, "experiments"))
+sys.path.insert(0, os.path.join(TOP, "experiments", "report"))
 import tcplab  # noqa: E402
 import tcplab_matrix as M  # noqa: E402
 
-TOOL = os.path.join(TOP, "experiments", "tcplab_matrix.py")
+TOOL = os.path.join(TOP, "experiments", "tools", "tcplab_matrix.py")
 # The five kernels, oldest first, the host (6.18) in its place between 6.12 and 7.2: the order
 # of the matrix's columns is the order of its arguments.
 KERNELS = ["outputs/5.10.0-43-cloud-amd64", "outputs/6.1.0-57-cloud-amd64",

@@ -20,7 +20,7 @@ from conftest import TOP, reference_dirs
 
 NAME = "p02-accept-queue"
 RUN = os.path.join(TOP, "run.sh")
-REPORT = os.path.join(TOP, "experiments", NAME + ".py")
+REPORT = os.path.join(TOP, "experiments", NAME, NAME + ".py")
 RAWS = sorted(glob.glob(os.path.join(TOP, "outputs", "*", "raw", NAME)))
 
 

@@ -22,7 +22,7 @@ from conftest import TOP, in_ns
 import importlib.util
 
 PY = "/usr/bin/python3"
-REPORT = os.path.join(TOP, "experiments", "p03-small-writes.py")
+REPORT = os.path.join(TOP, "experiments", "p03-small-writes", "p03-small-writes.py")
 RUN = os.path.join(TOP, "run.sh")
 UNIT = "p03-small-writes"
 COMMITTED = sorted(glob.glob(os.path.join(TOP, "outputs", "*", "raw", UNIT)))

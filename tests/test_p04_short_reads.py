@@ -19,7 +19,7 @@ from test_badinput_reports import (FILE_MUTATIONS, VALUE_MUTATIONS, may_pass, mu
                                    strict_json)
 
 NAME = "p04-short-reads"
-REPORT = os.path.join(TOP, "experiments", NAME + ".py")
+REPORT = os.path.join(TOP, "experiments", NAME, NAME + ".py")
 PY = "/usr/bin/python3"
 REF = os.path.join(TOP, "outputs", "6.18.44-fc-v1045")
 PATHS, PARTS = ("lo", "wire"), ("plain", "waitall", "rcvlowat")
@@ -284,4 +284,4 @@ def test_glob_sanity():
     u = [x for x in tcplab.read_units() if x["unit"] == NAME]
     assert len(u) == 1 and u[0]["set"] == "labs" and u[0]["netns"] == "wire"
     assert u[0]["quick"] == "run" and u[0]["expect_s"] <= 20
-    assert glob.glob(os.path.join(TOP, "experiments", NAME + ".sh"))
+    assert glob.glob(os.path.join(TOP, "experiments", NAME, NAME + ".sh"))

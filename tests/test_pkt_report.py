@@ -1,4 +1,4 @@
-"""experiments/tcplab_pkt.py and the packet part of the p01 reports, on committed text: the
+"""experiments/report/tcplab_pkt.py and the packet part of the p01 reports, on committed text: the
 capture's lines read exactly (and refused when cut, miscounted or malformed; dropped > 0 said
 aloud), the ladder exact for a committed capture, the mscgen source drawn by mscgen, the
 DISAGREE path, a report without mscgen, the diff of the new keys.  No root: the data is a
@@ -150,7 +150,7 @@ def test_a_tool_that_fails_leaves_nothing(tmp_path):
 
 
 def report(name, raw, out, env=None):
-    return subprocess.run([PY, os.path.join(TOP, "experiments", name + ".py"), str(raw),
+    return subprocess.run([PY, os.path.join(TOP, "experiments", name, name + ".py"), str(raw),
                            str(out)], capture_output=True, text=True, timeout=30, env=env)
 
 

@@ -36,7 +36,7 @@ def replay(refdir, report, out):
         os.symlink(os.path.join(refdir, "raw", unit), raw / unit)
     got = out / "got"
     got.mkdir()
-    p = subprocess.run([PY, os.path.join(TOP, "experiments", report + ".py"), str(raw), str(got)],
+    p = subprocess.run([PY, os.path.join(TOP, "experiments", report, report + ".py"), str(raw), str(got)],
                        capture_output=True, text=True, timeout=120)
     return p, got
 

@@ -38,7 +38,7 @@ STATE = "/run/tcplab"
 def lab_ports():
     """Every 21xxx port an experiment script names."""
     ports = set()
-    for path in glob.glob(os.path.join(TOP, "experiments", "*.sh")):
+    for path in glob.glob(os.path.join(TOP, "experiments", "*", "*.sh")):
         with open(path) as f:
             ports.update(int(p) for p in re.findall(r"(?<![0-9])21[0-9]{3}(?![0-9])", f.read()))
     return ports

@@ -98,7 +98,7 @@ def report_names(rawroot):
     names = set()
     for unit in os.listdir(rawroot):
         for cand in (unit, unit.rsplit("-", 1)[0]):
-            if os.path.exists(os.path.join(TOP, "experiments", cand + ".py")):
+            if os.path.exists(os.path.join(TOP, "experiments", cand, cand + ".py")):
                 names.add(cand)
                 break
     return sorted(names)
@@ -123,7 +123,7 @@ def check_reports_clean(rawroot, outdir):
     """Every report over rawroot: exit 0, nothing on stderr; every raw stderr file empty but the
     refusals a lab records on purpose (EXPECTED_ERR)."""
     for name in report_names(rawroot):
-        r = subprocess.run(["/usr/bin/python3", os.path.join(TOP, "experiments", name + ".py"),
+        r = subprocess.run(["/usr/bin/python3", os.path.join(TOP, "experiments", name, name + ".py"),
                             rawroot, outdir], capture_output=True, text=True, timeout=60)
         assert r.returncode == 0 and r.stderr == "", f"{name}: {r.stderr}"
         with open(os.path.join(outdir, name + ".json")) as f:
@@ -134,7 +134,7 @@ def check_reports_clean(rawroot, outdir):
         assert text == "" or expected_err(err, text), f"{err}: {text}"
 
 
-# Reference outputs of kernels booted by experiments/lib/vm.sh (6.1, 6.12): their units carry a vm.txt.
+# Reference outputs of kernels booted by experiments/guest/vm.sh (6.1, 6.12): their units carry a vm.txt.
 GUEST_OUTPUTS = sorted({p.split(os.sep + "raw" + os.sep)[0] for p in
                         glob.glob(os.path.join(TOP, "outputs", "*", "raw", "*", "vm.txt"))})
 

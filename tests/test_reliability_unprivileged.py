@@ -141,8 +141,8 @@ def test_units_that_need_root_are_skipped_by_a_set_and_refused_by_name(user_dir,
         f.write("t-lo   - default run no 1 30 no  1    no\n"
                 "t-wire - default run no 1 30 yes wire no\n")
     for name in ("t-lo", "t-wire"):
-        with open(os.path.join(exp, f"{name}.sh"), "w") as f:
-            f.write('. "$(dirname "$0")/lib/collect.sh"\ntl_init "$1"\necho ran > "$RAW/ran.txt"\n')
+        with open(lab_proc.exp_file(exp, name, f"{name}.sh"), "w") as f:
+            f.write('. "$(dirname "$0")/../lib/collect.sh"\ntl_init "$1"\necho ran > "$RAW/ran.txt"\n')
     for root, dirs, files in os.walk(exp):
         for n in dirs + files:
             os.chmod(os.path.join(root, n), 0o755)

@@ -1,4 +1,4 @@
-"""experiments/tcplab.py, the reports' one helper module: one rule for numbers, raw files read
+"""experiments/report/tcplab.py, the reports' one helper module: one rule for numbers, raw files read
 only when regular and bounded, strict JSON, bounded loops, shared shapes; and the reports'
 facts read from raw files, never from a second copy of the collect scripts' constants."""
 import glob
@@ -18,7 +18,7 @@ from conftest import TOP, reference_dirs
 
 OUT = os.path.join(TOP, "outputs")
 RAW618 = os.path.join(OUT, "6.18.44-fc-v782", "raw")
-REPORTS = sorted(p for p in glob.glob(os.path.join(TOP, "experiments", "*.py"))
+REPORTS = sorted(p for p in glob.glob(os.path.join(TOP, "experiments", "*", "*.py"))
                  if os.path.basename(p) not in ("tcplab.py", "tcplab_diff.py"))
 
 
@@ -162,7 +162,7 @@ def test_netns_helper_lives_with_the_tests():
 
 
 def report(name, raw, out):
-    return subprocess.run(["/usr/bin/python3", os.path.join(TOP, "experiments", name + ".py"),
+    return subprocess.run(["/usr/bin/python3", os.path.join(TOP, "experiments", name, name + ".py"),
                            str(raw), str(out)], capture_output=True, text=True, timeout=10)
 
 
@@ -232,7 +232,7 @@ def test_reports_do_not_repeat_collect_script_ports():
     """The ports (and the poll() timeouts) the collect scripts pass to their fixtures appear in
     no report: each report reads them from the listener's ready line or the strace."""
     ports = set()
-    for sh in glob.glob(os.path.join(TOP, "experiments", "*.sh")):
+    for sh in glob.glob(os.path.join(TOP, "experiments", "*", "*.sh")):
         with open(sh) as f:
             for m in COLLECT_PORT.finditer(f.read()):
                 ports.add(m.group(1) or m.group(2))
@@ -281,7 +281,7 @@ def test_partial_unit_is_never_reported_as_a_run(tmp_path):
     (raw / "p01-synretry-default" / "status.txt").write_text("timed out after 200 s\n")
     out = tmp_path / "out"
     out.mkdir()
-    rep = os.path.join(TOP, "experiments", "p01-synretry.py")
+    rep = os.path.join(TOP, "experiments", "p01-synretry", "p01-synretry.py")
     r = subprocess.run(["/usr/bin/python3", rep, str(raw), str(out)], capture_output=True, text=True, timeout=30)
     assert r.returncode == 0, r.stderr
     txt = (out / "p01-synretry.txt").read_text()
@@ -326,7 +326,7 @@ def test_a_signalled_report_leaves_no_temporary_file(tmp_path, sig):
     out = tmp_path / "out"
     out.mkdir()
     p = subprocess.Popen(["python3", str(script), str(tmp_path), str(out),
-                          os.path.join(TOP, "experiments")],
+                          os.path.join(TOP, "experiments", "report")],
                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          text=True)
     assert p.stdout.readline() == "holding\n"

@@ -19,7 +19,7 @@ RAWS = sorted(glob.glob(os.path.join(OUT, "*", "raw", "p01-connect-time")))
 
 
 def report(rawroot, outdir, name="p01-connect-time"):
-    r = subprocess.run(["/usr/bin/python3", os.path.join(TOP, "experiments", name + ".py"),
+    r = subprocess.run(["/usr/bin/python3", os.path.join(TOP, "experiments", name, name + ".py"),
                         str(rawroot), str(outdir)], capture_output=True, text=True, timeout=30)
     assert r.returncode == 0 and r.stderr == "", r.stderr
     with open(os.path.join(outdir, name + ".txt")) as f:

@@ -8,7 +8,7 @@ import sys
 import pytest
 
 TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(TOP, "experiments"))
+sys.path.insert(0, os.path.join(TOP, "experiments", "report"))
 import tcplab_matrix as M  # noqa: E402
 
 OUT = os.path.join(TOP, "outputs")

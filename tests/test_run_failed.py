@@ -3,7 +3,7 @@ saying why, and <unit>.txt/.json say "failed: <reason>" and hold what was collec
 files and their sizes, the last lines of the collect script's stderr, the exit status or signal,
 when and how long it ran); run.sh exits 1 and its last line names the unit.
 
-The writer (experiments/tcplab_failed.py) is tested on hand-made raw directories without root;
+The writer (experiments/report/tcplab_failed.py) is tested on hand-made raw directories without root;
 run.sh on the host with a copy of experiments/ holding units made to fail (TCPLAB_EXPERIMENTS,
 as tests/test_run_units.py does), and in a 6.1 guest (marked qemu, skipped with vm.sh's reason
 where QEMU or the kernel cannot be had)."""
@@ -15,15 +15,16 @@ import subprocess
 
 import pytest
 
+import lab_proc
 from conftest import TOP
 from test_run_units import Run, copy_experiments, set_column, tagged
 
-WRITER = os.path.join(TOP, "experiments", "tcplab_failed.py")
+WRITER = os.path.join(TOP, "experiments", "report", "tcplab_failed.py")
 PY = "/usr/bin/python3"
 
 FAIL_SH = """#!/bin/sh
 # fail-lab: collects a little, then fails as a collect script does (tl_die).
-. "$(dirname "$0")/lib/collect.sh"
+. "$(dirname "$0")/../lib/collect.sh"
 tl_init "$1"
 "$TL_BIN/machine" > "$RAW/machine.txt" || tl_die "machine failed"
 printf 'cut mid-li' > "$RAW/partial.txt"
@@ -33,7 +34,7 @@ tl_die "made to fail at step 2"
 """
 SLOW_SH = """#!/bin/sh
 # slow-lab: collects a little, then outlives its limit_s.
-. "$(dirname "$0")/lib/collect.sh"
+. "$(dirname "$0")/../lib/collect.sh"
 tl_init "$1"
 echo before > "$RAW/before.txt"
 tl_log "sleeping past the limit"
@@ -41,7 +42,7 @@ tl_bg "$RAW/sleep.txt" sleep 600
 tl_wait_exit "$TL_LAST" 700
 """
 OK_SH = """#!/bin/sh
-. "$(dirname "$0")/lib/collect.sh"
+. "$(dirname "$0")/../lib/collect.sh"
 tl_init "$1"
 echo "value=oops" > "$RAW/data.txt"
 """
@@ -49,6 +50,7 @@ REFUSE_PY = '''"""refuse-lab report: refuses what its unit wrote, as a report do
 import os
 import sys
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "report"))
 import tcplab as t
 
 
@@ -214,9 +216,9 @@ def lab(tmp_path, unit, script, report="-", limit=30, qemu="yes", report_py=None
     exp = copy_experiments(tmp_path)
     with open(exp / "units", "a") as f:
         f.write(f"{unit} {report} named run no 1 {limit} no 1 {qemu}\n")
-    (exp / f"{unit}.sh").write_text(script)
+    lab_proc.exp_file(exp, unit if report == "-" else report, f"{unit}.sh").write_text(script)
     if report_py:
-        (exp / f"{report}.py").write_text(report_py)
+        lab_proc.exp_file(exp, report, f"{report}.py").write_text(report_py)
     return exp
 
 

@@ -13,6 +13,7 @@ import time
 import pytest
 
 import tcplab
+import lab_proc
 from conftest import TOP
 
 RUN = os.path.join(TOP, "run.sh")
@@ -116,18 +117,17 @@ def test_list_prints_the_table():
 
 def test_every_unit_has_a_script_and_its_report():
     for u in tcplab.read_units():
-        assert os.path.isfile(os.path.join(TOP, "experiments", u["unit"] + ".sh")), u
+        assert os.path.isfile(tcplab.collect_script(u["unit"], u["report"] or "-")), u
         if u["report"]:
-            assert os.path.isfile(os.path.join(TOP, "experiments", u["report"] + ".py")), u
+            assert os.path.isfile(tcplab.report_script(u["report"])), u
         assert u["limit_s"] > u["expect_s"], u
 
 
 def test_no_unit_rule_is_left_outside_the_table():
     """The old rules (comments in collect scripts, a p01- prefix, a -suffix report rule) are gone."""
-    for name in os.listdir(os.path.join(TOP, "experiments")):
-        if name.endswith(".sh"):
-            with open(os.path.join(TOP, "experiments", name)) as f:
-                assert "# tcplab:" not in f.read(), name
+    for name in glob.glob(os.path.join(TOP, "experiments", "*", "*.sh")):
+        with open(name) as f:
+            assert "# tcplab:" not in f.read(), name
     with open(RUN) as f:
         text = f.read()
     for old in ("p01-*", "${1%-*}", "experiments/*.sh", "duration-s", "tcplab: exclusive"):
@@ -151,7 +151,7 @@ def test_no_unit_rule_is_left_outside_the_table():
 ])
 def test_a_bad_table_line_is_one_line_naming_it(tmp_path, line, word):
     exp = copy_experiments(tmp_path)
-    (exp / "t-new.sh").write_text("#!/bin/sh\n")
+    lab_proc.exp_file(exp, "p01-machine", "t-new.sh").write_text("#!/bin/sh\n")
     with open(exp / "units", "a") as f:
         f.write(line + "\n")
     r = subprocess.run([RUN, "--list"], capture_output=True, text=True, timeout=10,
@@ -178,8 +178,8 @@ def test_python_reader_refuses_a_bad_line(tmp_path):
 def test_vm_sh_wants_a_table_line(tmp_path):
     """The guest's timeout is the table's limit_s: a unit without a line is refused up front."""
     exp = copy_experiments(tmp_path)
-    (exp / "orphan.sh").write_text("#!/bin/sh\n")
-    r = subprocess.run([os.path.join(TOP, "experiments", "lib", "vm.sh"), "6.1", str(tmp_path / "raw"),
+    lab_proc.exp_file(exp, "orphan", "orphan.sh").write_text("#!/bin/sh\n")
+    r = subprocess.run([os.path.join(TOP, "experiments", "guest", "vm.sh"), "6.1", str(tmp_path / "raw"),
                         "orphan"], capture_output=True, text=True, timeout=10,
                        env=dict(os.environ, TCPLAB_EXPERIMENTS=str(exp)))
     assert r.returncode == 2 and "no line in" in r.stderr, r.stderr
@@ -189,7 +189,7 @@ def test_vm_sh_wants_a_table_line(tmp_path):
 
 HELLO_SH = """#!/bin/sh
 # hello-lab: the machine probe, once.
-. "$(dirname "$0")/lib/collect.sh"
+. "$(dirname "$0")/../lib/collect.sh"
 tl_init "$1"
 "$TL_BIN/machine" > "$RAW/machine.txt" || tl_die "machine failed"
 """
@@ -198,6 +198,7 @@ import glob
 import os
 import sys
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "report"))
 import tcplab as t
 
 
@@ -217,8 +218,8 @@ def test_a_new_experiment_is_one_line_one_script_one_report(tmp_path, bindir):
     exp = copy_experiments(tmp_path)
     with open(exp / "units", "a") as f:
         f.write("hello-lab            hello-lab         labs     run    no   1  30  no  1  yes\n")
-    (exp / "hello-lab.sh").write_text(HELLO_SH)
-    (exp / "hello-lab.py").write_text(HELLO_PY)
+    lab_proc.exp_file(exp, "hello-lab", "hello-lab.sh").write_text(HELLO_SH)
+    lab_proc.exp_file(exp, "hello-lab", "hello-lab.py").write_text(HELLO_PY)
     env = dict(os.environ, TCPLAB_EXPERIMENTS=str(exp))
     r = subprocess.run([RUN, "--list"], capture_output=True, text=True, timeout=10, env=env)
     assert "hello-lab" in [line.split()[0] for line in r.stdout.splitlines()]
@@ -234,7 +235,7 @@ def test_a_new_experiment_is_one_line_one_script_one_report(tmp_path, bindir):
 
 
 TINY = """#!/bin/sh
-. "$(dirname "$0")/lib/collect.sh"
+. "$(dirname "$0")/../lib/collect.sh"
 tl_init "$1"
 echo ran > "$RAW/ran.txt"
 """
@@ -256,7 +257,7 @@ def test_sets_and_quick_come_from_the_table(tmp_path, bindir, args, want):
     with open(exp / "units", "w") as f:
         for name, uset, quick, alone in rows:
             f.write(f"{name} - {uset} {quick} {alone} 1 30 no 1 yes\n")
-            (exp / f"{name}.sh").write_text(TINY)
+            lab_proc.exp_file(exp, name, f"{name}.sh").write_text(TINY)
     out = tmp_path / "out"
     r = subprocess.run([RUN, "--out", str(out), *args], capture_output=True, text=True, timeout=60,
                        env=dict(os.environ, TCPLAB_EXPERIMENTS=str(exp)))
@@ -349,7 +350,7 @@ def test_strace_unit_fails_and_ends_with_a_broken_sockwatch(tmp_path, bindir, ne
     d = fake_bin(tmp_path, bindir, sockwatch)
     raw = tmp_path / "raw"
     r = subprocess.run(["ip", "netns", "exec", netns, "env", f"TL_BIN={d}", "sh",
-                        os.path.join(TOP, "experiments", "p01-strace.sh"), str(raw)],
+                        os.path.join(TOP, "experiments", "p01-strace", "p01-strace.sh"), str(raw)],
                        capture_output=True, text=True, timeout=20)
     assert r.returncode == 1, r.stderr
     assert (raw / "status.txt").read_text().startswith("failed: ")
@@ -402,7 +403,7 @@ def test_netns_2_gives_the_unit_a_second_namespace(tmp_path, bindir):
     exp = tmp_path / "exp"
     shutil.copytree(os.path.join(TOP, "experiments", "lib"), exp / "lib")
     (exp / "units").write_text("t-two - named run no 1 30 no 2 no\n")
-    (exp / "t-two.sh").write_text(TINY + 'echo "$TL_NS2" > "$RAW/ns2.txt"\n'
+    lab_proc.exp_file(exp, "t-two", "t-two.sh").write_text(TINY + 'echo "$TL_NS2" > "$RAW/ns2.txt"\n'
                                   'ip netns exec "$TL_NS2" ip -o link show lo > "$RAW/lo.txt" ||'
                                   ' tl_die "no second namespace"\n')
     out = tmp_path / "out"

@@ -11,7 +11,7 @@ import subprocess
 import pytest
 
 TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SCRIPTS = ["run.sh", "experiments/lib/vm.sh"]
+SCRIPTS = ["run.sh", "experiments/guest/vm.sh"]
 
 
 def last_code_line(path):

@@ -166,7 +166,7 @@ def write_units(d, lines, scripts):
     shutil.copytree(os.path.join(TOP, "experiments", "lib"), d / "lib")
     (d / "units").write_text("\n".join(lines) + "\n")
     for name, body in scripts.items():
-        (d / f"{name}.sh").write_text("#!/bin/sh\n. \"$(dirname \"$0\")/lib/collect.sh\"\ntl_init \"$1\"\n"
+        lab_proc.exp_file(d, name, f"{name}.sh").write_text("#!/bin/sh\n. \"$(dirname \"$0\")/../lib/collect.sh\"\ntl_init \"$1\"\n"
                                       + textwrap.dedent(body))
 
 

@@ -32,14 +32,14 @@ ICMP_ERRNO = {"host-unreachable": "EHOSTUNREACH", "port-unreachable": "ECONNREFU
 
 def report_module(unit):
     spec = importlib.util.spec_from_file_location(unit.replace("-", "_"),
-                                                  os.path.join(EXP, unit + ".py"))
+                                                  os.path.join(EXP, unit, unit + ".py"))
     m = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(m)
     return m
 
 
 def run_report(unit, rawroot, outdir):
-    return subprocess.run(["/usr/bin/python3", os.path.join(EXP, unit + ".py"), str(rawroot),
+    return subprocess.run(["/usr/bin/python3", os.path.join(EXP, unit, unit + ".py"), str(rawroot),
                            str(outdir)], capture_output=True, text=True, timeout=60)
 
 

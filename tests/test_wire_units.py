@@ -182,7 +182,7 @@ def test_synack_lost_both_timers_were_seen(synack_out):
 
 
 def test_synack_lost_report_by_hand_is_the_same(synack_out, tmp_path):
-    r = subprocess.run([PY, os.path.join(TOP, "experiments", "p01-synack-lost.py"),
+    r = subprocess.run([PY, os.path.join(TOP, "experiments", "p01-synack-lost", "p01-synack-lost.py"),
                         str(synack_out / "raw"), str(tmp_path)], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert (tmp_path / "p01-synack-lost.txt").read_text() == \
@@ -223,7 +223,7 @@ def test_wire_netem_report_reads_a_run(connect_out, tmp_path):
               "counters-delta.txt", "collected-at.txt"):
         shutil.copy(os.path.join(src, f), dst / f)
     (dst / "delay-ms.txt").write_text("0\n")
-    r = subprocess.run([PY, os.path.join(TOP, "experiments", "p01-wire-netem.py"),
+    r = subprocess.run([PY, os.path.join(TOP, "experiments", "p01-wire-netem", "p01-wire-netem.py"),
                         str(tmp_path / "raw"), str(tmp_path)], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     j = load(tmp_path, "p01-wire-netem")
@@ -231,7 +231,7 @@ def test_wire_netem_report_reads_a_run(connect_out, tmp_path):
     assert j["elapsed_s"] == w["elapsed_s"] and j["result"] == "ok" and j["delay_ms"] == 0
     assert j["rtt_ms"] == w["wire"]["ss"][0]["rtt_ms"]
     (dst / "capture.txt").write_text("ready t_ns=1\n")     # cut off: no end line
-    r = subprocess.run([PY, os.path.join(TOP, "experiments", "p01-wire-netem.py"),
+    r = subprocess.run([PY, os.path.join(TOP, "experiments", "p01-wire-netem", "p01-wire-netem.py"),
                         str(tmp_path / "raw"), str(tmp_path)], capture_output=True, text=True)
     assert r.returncode == 1 and r.stderr.count("\n") == 1 and "capture.txt" in r.stderr
 

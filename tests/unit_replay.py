@@ -41,11 +41,11 @@ def params(raw):
 
 
 class Report:
-    """experiments/<name>.py run on raw directories."""
+    """experiments/<name>/<name>.py run on raw directories."""
 
     def __init__(self, name, ref=REF):
         self.name, self.ref = name, ref
-        self.path = os.path.join(TOP, "experiments", name + ".py")
+        self.path = os.path.join(TOP, "experiments", name, name + ".py")
 
     def run(self, raw_root, out, timeout=60):
         return subprocess.run([PY, self.path, str(raw_root), str(out)], capture_output=True,

@@ -4,10 +4,10 @@
 # Every background process goes through tl_bg, so the EXIT/INT/TERM trap can stop all of them;
 # readiness is always polled (tl_wait_line), never assumed after a sleep.
 
-TL_BIN=${TL_BIN:-$(cd "$(dirname "$0")/../build/bin" 2>/dev/null && pwd)}
+TL_BIN=${TL_BIN:-$(cd "$(dirname "$0")/.." 2>/dev/null && cd ../build/bin 2>/dev/null && pwd)}
 TL_PIDS=""
 TL_UNIT=${TL_UNIT:-$(basename "$0" .sh)}
-TL_LIB=$(dirname "$0")/lib
+TL_LIB=$(dirname "$0")/../lib
 
 tl_log() {
 	printf '[%s] %s\n' "$TL_UNIT" "$*" >&2

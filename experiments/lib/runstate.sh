@@ -309,13 +309,13 @@ rs_install_dir() {
 	[ -z "$old" ] || rm -rf -- "$old"
 }
 
-# rs_run_vm ARGS...: experiments/lib/vm.sh in the background, waited for, so a signal to run.sh
+# rs_run_vm ARGS...: experiments/guest/vm.sh in the background, waited for, so a signal to run.sh
 # is acted on at once (cleanup stops vm.sh, whose trap stops QEMU).  vm.sh gets SIGTERM from the
 # kernel if run.sh dies, and puts its work directory in TMPDIR_RUN.  Returns vm.sh's status; a
 # vm.sh killed by a signal is said so, and run.sh exits 1.
 rs_run_vm() {
 	local status=0
-	TMPDIR=$TMPDIR_RUN setpriv --pdeathsig TERM "$TOP/experiments/lib/vm.sh" "$@" &
+	TMPDIR=$TMPDIR_RUN setpriv --pdeathsig TERM "$TOP/experiments/guest/vm.sh" "$@" &
 	RS_VM_PID=$!
 	wait "$RS_VM_PID" || status=$?
 	RS_VM_PID=""

@@ -1,6 +1,6 @@
 #!/bin/sh
 # Record the same two sock_diag scenarios as record.sh, inside a Debian kernel booted by
-# experiments/lib/vm.sh (root, QEMU; `make deps-kernel`):  tests/data/netlink/record-vm.sh 6.1
+# experiments/guest/vm.sh (root, QEMU; `make deps-kernel`):  tests/data/netlink/record-vm.sh 6.1
 #   listen-estab-6.1.bin, synsent-6.1.bin    what that kernel's sock_diag sends: for 6.1 a
 #                                            shorter tcp_info (no tcpi_total_rto, 6.7+)
 # The reliability tests replay them on the host (tests/test_reliability_oldkernel.py).
