@@ -114,7 +114,7 @@ $(BENCH_PROGS): $(BUILD)/bench/%: $(BUILD)/tests/bench/%.o $(BUILD)/libtcplabnl.
 -include $(BENCH_SRC:%.c=$(BUILD)/%.d)
 
 bench: all $(BENCH_PROGS)
-	TCPLAB_BUILD=$(BUILD) $(PYTHON) tests/bench.py $(BENCH_ARGS)
+	TCPLAB_BUILD=$(BUILD) $(PYTHON) tests/bench/bench.py $(BENCH_ARGS)
 
 DEB_PACKAGES := gcc make libmnl-dev zlib1g-dev pkg-config python3 python3-pytest strace iproute2 gnuplot-nox libpcap-dev nftables tcpdump mscgen perl python3-yaml lava-common groff-base man-db
 # $(call apt_install,TARGET,PACKAGES,APT_OPTIONS): install the Debian packages that are missing.

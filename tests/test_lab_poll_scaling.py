@@ -7,10 +7,12 @@ import re
 import resource
 import shutil
 import subprocess
+import sys
 
 import pytest
 
-from bench_poll_scaling import PORT, Server, run_load
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "bench"))
+from bench_poll_scaling import PORT, Server, run_load  # noqa: E402  (tests/bench/)
 
 TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

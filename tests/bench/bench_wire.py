@@ -6,21 +6,20 @@
                    retransmission sockwatch saw (retrans=k), its event time minus the capture
                    time of SYN k+1; p50, p99, max, and the SYNs whose retransmission sockwatch
                    never showed (missed).  Target: p99 <= 1 ms, 0 missed.
-  (the capture probe's CPU per packet against tcpdump -w's is tests/bench_capture.py)
+  (the capture probe's CPU per packet against tcpdump -w's is tests/bench/bench_capture.py)
   wire setup       making and removing a wire unit's namespaces and veth pair against one
                    loopback unit's namespace, alternated pair by pair: a ratio of medians.
 
-bench(bindir, runs) -> rows as tests/bench.py prints them."""
+bench(bindir, runs) -> rows as tests/bench/bench.py prints them."""
 import os
 import statistics
 import subprocess
 import sys
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-TOP = os.path.dirname(HERE)
-sys.path.insert(0, os.path.join(TOP, "experiments", "report"))
-sys.path.insert(0, HERE)
+TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+for _p in ("experiments/report", "experiments/guest", "tests"):  # the libraries, lab_proc
+    sys.path.insert(0, os.path.join(TOP, _p))
 import lab_proc  # noqa: E402
 import tcplab  # noqa: E402
 import tcplab_pkt  # noqa: E402

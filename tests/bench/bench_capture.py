@@ -3,7 +3,7 @@ same traffic, both running at once in one fresh network namespace (a ping-pong o
 messages on lo), each one's CPU from its own rusage (wait4), each divided by the packets it
 wrote.  See docs/capture.md ("What it costs, and when it drops").
 
-bench(bindir, runs) -> [(name, value, target, ok, note)], like tests/bench_poll_scaling.py; a
+bench(bindir, runs) -> [(name, value, target, ok, note)], like tests/bench/bench_poll_scaling.py; a
 value is None when it could not be measured."""
 import os
 import shutil
@@ -14,9 +14,9 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                                "experiments"))
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+for _p in ("experiments/report", "experiments/guest", "tests"):  # the libraries, lab_proc
+    sys.path.insert(0, os.path.join(TOP, _p))
 import lab_proc  # noqa: E402
 import tcplab  # noqa: E402
 
@@ -112,6 +112,5 @@ def bench(bindir, runs=3):
 
 
 if __name__ == "__main__":
-    for r in bench(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                                os.environ.get("TCPLAB_BUILD", "build"), "bin")):
+    for r in bench(os.path.join(TOP, os.environ.get("TCPLAB_BUILD", "build"), "bin")):
         print(r)

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""make bench --kernels (tests/bench.py --kernels): the kernel matrix's wall-time ratio.
+"""make bench --kernels (tests/bench/bench.py --kernels): the kernel matrix's wall-time ratio.
 
   wall time of ./run.sh --kernel all --quick (the host and every guest side by side)
   ÷ the longest of ./run.sh --quick and ./run.sh --kernel VER --quick for each VER, each alone
@@ -19,7 +19,7 @@ CPU-bound as --quick: docs/kernel-matrix.md); --alone K... measures only those k
 (an --all guest run alone took 10.5 to 11.7 minutes there), and --keep DIR keeps every run's
 outputs and log in DIR instead of a temporary directory.
 
-usage: tests/bench_kernels.py [--units U... | --all] [--alone K...] [--keep DIR] [--json FILE]
+usage: tests/bench/bench_kernels.py [--units U... | --all] [--alone K...] [--keep DIR] [--json FILE]
                               [--together-only]
 """
 import argparse
@@ -31,8 +31,9 @@ import sys
 import tempfile
 import time
 
-TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(TOP, "experiments", "report"))
+TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+for _p in ("experiments/report", "experiments/guest", "tests"):  # the libraries, lab_proc
+    sys.path.insert(0, os.path.join(TOP, _p))
 import tcplab_all  # noqa: E402
 
 RUN = os.path.join(TOP, "run.sh")

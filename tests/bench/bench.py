@@ -14,12 +14,12 @@ one CPU; CPU is each process's own rusage (wait4).
               `nstat` processes against one sample (mostly exec and dynamic linking)
   run.sh      wall time of ./run.sh vs its longest unit alone (--quick: the quick set); with
               --all, also ./run.sh --all vs its longest unit plus the alone=yes units
-  poll-scaling  tests/bench_poll_scaling.py
-  capture     tests/bench_capture.py: CPU per packet against tcpdump -w on the same traffic (<= 1)
-  wire        tests/bench_wire.py: sockwatch's event time against the capture's packet time on
+  poll-scaling  tests/bench/bench_poll_scaling.py
+  capture     tests/bench/bench_capture.py: CPU per packet against tcpdump -w on the same traffic (<= 1)
+  wire        tests/bench/bench_wire.py: sockwatch's event time against the capture's packet time on
               the wire, and a wire unit's setup against a loopback unit's
   kernels     with --kernels only (not in the default bench: it takes many minutes, six runs):
-              tests/bench_kernels.py, the matrix's wall time (./run.sh --kernel all --quick) /
+              tests/bench/bench_kernels.py, the matrix's wall time (./run.sh --kernel all --quick) /
               the longest of ./run.sh --quick and each ./run.sh --kernel VER --quick alone
               (<= 1.3); with --all too, --all runs instead (over an hour here: five runs
               alone, one together); skipped with a reason without QEMU
@@ -35,9 +35,9 @@ import subprocess
 import sys
 import time
 
-TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(TOP, "experiments", "report"))
-sys.path.insert(0, os.path.join(TOP, "tests"))
+TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+for _p in ("experiments/report", "experiments/guest", "tests"):  # the libraries, lab_proc
+    sys.path.insert(0, os.path.join(TOP, _p))
 import lab_proc  # noqa: E402
 import tcplab  # noqa: E402
 
@@ -325,7 +325,7 @@ def runs_arg(text):
 
 
 def bench_kernels_row(every_unit):
-    """tests/bench_kernels.py's ratio as a row (its own lines are printed as it goes); with
+    """tests/bench/bench_kernels.py's ratio as a row (its own lines are printed as it goes); with
     every_unit the runs are --all (10 to 12 minutes a guest alone) instead of --quick."""
     import tempfile
     with tempfile.NamedTemporaryFile(suffix=".json") as f:
@@ -354,7 +354,7 @@ def main():
     ap.add_argument("--probes", action="store_true",
                     help="only the probes against their floors (no run.sh, no poll-scaling)")
     ap.add_argument("--kernels", action="store_true",
-                    help="also the kernel matrix's wall-time ratio (tests/bench_kernels.py: many minutes)")
+                    help="also the kernel matrix's wall-time ratio (tests/bench/bench_kernels.py: many minutes)")
     ap.add_argument("--json", help="also write the rows to this file")
     a = ap.parse_args()
     if os.geteuid() != 0:

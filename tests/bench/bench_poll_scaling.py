@@ -10,8 +10,9 @@ import subprocess
 import sys
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "experiments"))
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+for _p in ("experiments/report", "experiments/guest", "tests"):  # the libraries, lab_proc
+    sys.path.insert(0, os.path.join(TOP, _p))
 import lab_proc  # noqa: E402
 import tcplab  # noqa: E402
 
@@ -167,8 +168,7 @@ def bench(bindir, rounds=5, window_ms=1000):
 
 if __name__ == "__main__":
     import sys
-    top = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     for name, value, target, ok in bench(sys.argv[1] if len(sys.argv) > 1 else
-                                         os.path.join(top, os.environ.get("TCPLAB_BUILD", "build"), "bin")):
+                                         os.path.join(TOP, os.environ.get("TCPLAB_BUILD", "build"), "bin")):
         print(f"{name:<72} {value!s:>7}  target {target or '-':<7} "
               f"{'-' if ok is None else 'ok' if ok else 'MISSED'}")
