@@ -54,6 +54,29 @@ def pytest_configure(config):
                             "(the sanitizer pass leaves these out: a killed program reports nothing)")
     config.addinivalue_line("markers", "python_only: runs no C program (conftest.PYTHON_ONLY; the "
                             "sanitizer pass leaves these out)")
+    config.addinivalue_line("markers", "slow: only in `make check` (and CI's make check-rest), not "
+                            "`make test`: every qemu test (a guest under TCG) and the interrupt storm")
+
+
+# Fixtures cheap enough to make again in each xdist worker (the others group their tests).
+CHEAP_SHARED_FIXTURES = ("bindir", "tmp_path_factory", "worker_id", "testrun_uid")
+
+
+def shared_setup_group(item):
+    """The xdist group of a test that uses an expensive module- or session-scoped fixture (a live
+    run, a guest boot, a replay of a reference set): the fixture's name and parameter, so that
+    `--dist loadgroup` (make test) gives all its tests to one worker and the setup runs once,
+    not once per worker.  None for a test that has none."""
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return None
+    for name in info.names_closure:
+        defs = info.name2fixturedefs.get(name)
+        if not defs or name in CHEAP_SHARED_FIXTURES or defs[-1].scope not in ("module", "session"):
+            continue
+        param = getattr(item, "callspec", None) and item.callspec.params.get(name)
+        return f"{defs[-1].baseid}::{name}" + ("" if param is None else f"[{param}]")
+    return None
 
 
 def pytest_collection_modifyitems(config, items):
@@ -63,6 +86,11 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
         if os.path.basename(str(item.fspath)) in PYTHON_ONLY:
             item.add_marker(pytest.mark.python_only)
+        if "qemu" in item.keywords:     # a guest under TCG: minutes of CPU each
+            item.add_marker(pytest.mark.slow)
+        group = shared_setup_group(item)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
 
 
 @pytest.fixture(scope="session")

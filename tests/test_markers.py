@@ -9,7 +9,7 @@ from conftest import PYTHON_ONLY, TOP
 
 # what a test that runs the programs reaches them by: the bindir fixture, the build directory,
 # the collect scripts or run.sh with units (run.sh diff and run.sh matrix run Python only)
-REACHES_C = re.compile(r"\bbindir\b|TCPLAB_BUILD|build/bin|TL_BIN|collect\.sh|experiments/lib/vm\.sh|"
+REACHES_C = re.compile(r"\bbindir\b|TCPLAB_BUILD|build/bin|TL_BIN|collect\.sh|experiments/guest/vm\.sh|"
                        r"\[RUN(?!, \"(?:diff|matrix)\")|RUN, \"--")
 
 

@@ -32,7 +32,6 @@ INTERRUPTS = 20
 CONNECTS = "200"
 TAG = "TL_RELIABILITY_TAG"
 CATCHABLE = [signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT]
-STATE = "/run/tcplab"
 
 
 def lab_ports():
@@ -134,7 +133,7 @@ def wire_leftovers():
 def stale_records(out):
     """Run records (runstate.sh) naming our output directory whose lock nobody holds."""
     found = []
-    for path in glob.glob(os.path.join(STATE, "run.*")):
+    for path in glob.glob(os.path.join(state_dir(out), "run.*")):
         try:
             with open(path) as f:
                 if f"out={os.path.realpath(out)}\n" not in f.read():
@@ -193,19 +192,27 @@ def interrupted_units():
                                          or str(u["netns"]).startswith("wire"))]
 
 
+def state_dir(out):
+    """The runs' state directory of one test (TCPLAB_STATE, runstate.sh), beside its --out: the
+    tests run side by side (xdist), and a run reaps what any dead run of its state directory
+    left, so a test's SIGKILLed run must be reaped by that test's next run, not another's."""
+    return os.path.join(os.path.dirname(os.path.abspath(out)), "state")
+
+
 def start(out, tag, *units):
-    env = dict(os.environ, TL_CONNECTS=CONNECTS, **{TAG: tag})
+    env = dict(os.environ, TL_CONNECTS=CONNECTS, TCPLAB_STATE=state_dir(out), **{TAG: tag})
     args = [RUN, "--out", out] + (list(units) or interrupted_units())
     return subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                             env=env, start_new_session=True)
 
 
-def plan(rng, duration):
-    """20 (signal, target, delay) triples: 4 each of SIGINT, SIGTERM, SIGHUP, SIGQUIT and
-    SIGKILL, to run.sh alone or to its process group, at a uniformly random time of a run."""
-    sigs = (CATCHABLE + [signal.SIGKILL]) * 4
-    rng.shuffle(sigs)
-    return [(s, rng.choice(["pid", "group"]), rng.uniform(0.0, duration)) for s in sigs]
+def plan(rng, duration, sig):
+    """INTERRUPTS / 5 (signal, target, delay) triples of one signal, to run.sh alone or to its
+    process group, at a uniformly random time of a run: the five signals' tests together make
+    the 20 interrupts, 4 each of SIGINT, SIGTERM, SIGHUP, SIGQUIT and SIGKILL.  One test per
+    signal, so that under xdist the five run side by side instead of one 8-minute test."""
+    return [(sig, rng.choice(["pid", "group"]), rng.uniform(0.0, duration))
+            for _ in range(INTERRUPTS // len(ALL_SIGNALS))]
 
 
 def seeded(what):
@@ -222,8 +229,13 @@ def fresh_case(tmp_path):
             {s[0] for s in host_lab_sockets(ports)})
 
 
-def test_interrupts_leave_nothing(tmp_path):
-    rng = seeded("interrupt")
+ALL_SIGNALS = CATCHABLE + [signal.SIGKILL]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", ALL_SIGNALS, ids=[s.name for s in ALL_SIGNALS])
+def test_interrupts_leave_nothing(tmp_path, sig):
+    rng = seeded(f"interrupt {sig.name}")
     out, tag, ports, baseline = fresh_case(tmp_path)
     leaks = []
 
@@ -236,7 +248,7 @@ def test_interrupts_leave_nothing(tmp_path):
 
     tally = {}
     try:
-        for i, (sig, target, delay) in enumerate(plan(rng, duration)):
+        for i, (sig, target, delay) in enumerate(plan(rng, duration, sig)):
             p = start(out, tag)
             try:
                 p.wait(timeout=delay)
@@ -262,7 +274,7 @@ def test_interrupts_leave_nothing(tmp_path):
     finally:
         for pid in tagged_pids(tag):
             os.kill(pid, signal.SIGKILL)
-    print(f"interrupts {INTERRUPTS} over a {duration:.1f} s run: "
+    print(f"interrupts {INTERRUPTS // len(ALL_SIGNALS)} ({sig.name}) over a {duration:.1f} s run: "
           + ", ".join(f"{k} {v}" for k, v in sorted(tally.items())))
     print(f"leaks found: {len(leaks)}")
     assert not leaks, "\n".join(leaks)
@@ -522,7 +534,7 @@ def wait_vm_clean(out, tag, deadline_s=10.0):
 def start_vm(out, tag):
     """run.sh --kernel 6.1 with a unit that keeps the guest busy for over 2 minutes, so that
     "stopped at once" and "stopped when the VM ends" are far apart on a loaded machine too."""
-    env = dict(os.environ, TL_CONNECTS=CONNECTS, **{TAG: tag})
+    env = dict(os.environ, TL_CONNECTS=CONNECTS, TCPLAB_STATE=state_dir(out), **{TAG: tag})
     return subprocess.Popen([RUN, "--kernel", "6.1", "--out", out, "p01-synretry-default"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                             env=env, start_new_session=True)

@@ -33,7 +33,9 @@ TMPDIR_RUN=""
 # user's is a 0700 directory of their own, which must not be a symlink or someone else's.
 rs_state_dir() {
 	local d
-	if [ "$(id -u)" -eq 0 ]; then
+	if [ -n "${TCPLAB_STATE:-}" ]; then	# the tests keep their runs' records apart
+		d=$TCPLAB_STATE
+	elif [ "$(id -u)" -eq 0 ]; then
 		d=/run/tcplab
 	else
 		d=${XDG_RUNTIME_DIR:-/tmp}/tcplab-$(id -u)
@@ -198,7 +200,8 @@ rs_reap_stale() {
 	for f in "$RS_STATE"/run.*; do
 		[ -f "$f" ] && [ ! -L "$f" ] && [ "$f" != "$RS_RECORD" ] || continue
 		{ exec {fd}< "$f"; } 2> /dev/null || continue
-		if flock -n "$fd" || { ! rs_pid_alive "$f" && flock -w 2 "$fd"; }; then
+		# a record another reaper finished with (and removed) while we waited for its lock
+		if { flock -n "$fd" || { ! rs_pid_alive "$f" && flock -w 2 "$fd"; }; } && [ -f "$f" ]; then
 			r=($(rs_reap_record "$f"))
 			nns=$((nns + r[0]))
 			nproc=$((nproc + r[1]))
