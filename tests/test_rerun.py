@@ -1,8 +1,12 @@
-"""outputs/rerun/<release>/: a second --all run of each guest kernel (./run.sh --kernel all
---all, docs/kernel-diff.md "Two runs of one kernel under TCG").  That section explains a changed
-matrix row by showing the same kernel giving two values; these tests keep the claim true."""
+"""tests/data/rerun/summary.json: what a second --all run of each guest kernel (./run.sh --kernel
+all --all, docs/kernel-diff.md "Two runs of one kernel under TCG") changed against the reference
+set outputs/<release>/. That section explains a changed matrix row by showing the same kernel
+giving two values; these tests keep the claim true. The summary is made by
+tests/tools/rerun_summary.py from the two runs (the second run's files are not committed)."""
+import json
 import os
 import re
+import subprocess
 import sys
 
 import pytest
@@ -12,9 +16,12 @@ sys.path.insert(0, os.path.join(TOP, "experiments", "report"))
 import tcplab_matrix as M  # noqa: E402
 
 OUT = os.path.join(TOP, "outputs")
-RERUN = os.path.join(OUT, "rerun")
+SUMMARY = os.path.join(TOP, "tests", "data", "rerun", "summary.json")
+TOOL = os.path.join(TOP, "tests", "tools", "rerun_summary.py")
 DOC = os.path.join(TOP, "docs", "kernel-diff.md")
-KERNELS = sorted(os.listdir(RERUN)) if os.path.isdir(RERUN) else []
+with open(SUMMARY) as _f:
+    RUNS = json.load(_f)["kernels"]
+KERNELS = sorted(RUNS)
 
 
 def section():
@@ -29,19 +36,25 @@ def changed_within(kernel, environment=False):
     """{row key: [first, second]} of the rows that change between the two runs of kernel; the
     sysctls the kernel sizes from memory at boot (the matrix's environment rows) only with
     `environment`: a few pages more or less free at boot move tcp_rmem[2] by 32 bytes."""
-    m = M.build([os.path.join(OUT, kernel), os.path.join(RERUN, kernel)])
-    return {r["key"]: [c["text"] for c in r["cells"]] for r in m["rows"]
-            if r["changed"] and (environment or not r["environment"])}
+    return {key: row["texts"] for key, row in RUNS[kernel]["changed"].items()
+            if environment or not row["environment"]}
 
 
 def test_the_four_guest_kernels_were_run_again():
     assert [k.split(".")[0] + "." + k.split(".")[1].split("-")[0] for k in KERNELS] == \
         ["5.10", "6.1", "6.12", "7.2"]
     for k in KERNELS:
-        assert os.path.isdir(os.path.join(OUT, k)), f"outputs/rerun/{k} has no reference set"
-        with open(os.path.join(RERUN, k, "raw", "p01-machine", "vm.txt")) as f:
-            vm = f.read()
-        assert f"kernel={k}" in vm and "side_by_side=4" in vm, vm[:300]
+        assert os.path.isdir(os.path.join(OUT, k)), f"summary's {k} has no reference set"
+        assert RUNS[k]["vm"] == {"kernel": k, "side_by_side": "4"}, RUNS[k]["vm"]
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_the_first_run_of_the_summary_is_the_reference_set(kernel):
+    """Each changed row's first value is the committed reference set's: a regenerated
+    outputs/<release>/ needs a new summary (tests/tools/rerun_summary.py)."""
+    cells = {r["key"]: r["cells"][0]["text"] for r in M.build([os.path.join(OUT, kernel)])["rows"]}
+    for key, (first, _second) in changed_within(kernel, environment=True).items():
+        assert cells.get(key, M.NOT_LISTED) == first, (kernel, key)
 
 
 def test_every_row_said_to_change_between_runs_does():
@@ -81,3 +94,26 @@ def test_a_second_run_is_not_a_kernel_difference_where_the_kernel_is_the_same(ke
     assert not [k for k in within if not re.match(r"(p0[1-6]|accept-path|poll|connect)", k)], \
         sorted(within)
     assert "p01-synretry-syncnt-syn-retransmissions" not in within
+
+
+def test_the_summary_tool_records_a_changed_row(tmp_path):
+    """rerun_summary.py on a reference set and a copy with one sysctl changed: that row, its two
+    texts, and the copy's vm.txt kernel; a missing directory is one line and exit 2."""
+    kernel = KERNELS[0]
+    second = tmp_path / kernel
+    subprocess.run(["cp", "-a", os.path.join(OUT, kernel), str(second)], check=True)
+    machine = second / "p01-machine.json"
+    text = machine.read_text()
+    six = '"net.ipv4.tcp_syn_retries": 6,'
+    assert text.count(six) == 1
+    machine.write_text(text.replace(six, six.replace("6", "5")))
+    r = subprocess.run([sys.executable, TOOL, OUT, str(tmp_path)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    got = json.loads(r.stdout)["kernels"]
+    assert list(got) == [kernel]
+    assert got[kernel]["vm"]["kernel"] == kernel
+    assert got[kernel]["changed"]["tcp_syn_retries"] == {"texts": ["6", "5"],
+                                                         "environment": False}
+    r = subprocess.run([sys.executable, TOOL, OUT, str(tmp_path / "none")], capture_output=True,
+                       text=True)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and not r.stdout
