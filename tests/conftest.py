@@ -14,13 +14,10 @@ DATA = os.path.join(TOP, "tests", "data")
 
 
 def reference_dirs():
-    """Every committed reference set, as names under outputs/, sorted: outputs/<release>/ and the
-    second runs outputs/rerun/<release>/ (docs/design.md), each one that has a raw/."""
+    """Every committed reference set, as names under outputs/, sorted: outputs/<release>/, one
+    per kernel release, each one that has a raw/ (docs/design.md)."""
     out = os.path.join(TOP, "outputs")
-    names = sorted(os.listdir(out))
-    if os.path.isdir(os.path.join(out, "rerun")):
-        names += [os.path.join("rerun", d) for d in sorted(os.listdir(os.path.join(out, "rerun")))]
-    return sorted(d for d in names if os.path.isdir(os.path.join(out, d, "raw")))
+    return sorted(d for d in os.listdir(out) if os.path.isdir(os.path.join(out, d, "raw")))
 
 
 def _can_netns():

@@ -94,8 +94,6 @@ def test_committed_references_are_good_reports():
     same, and against the others differs (exit 1), never trouble."""
     top = os.path.join(TOP, "outputs")
     # the reference directories (outputs/ also holds the matrix's files: docs/design.md)
-    # (and outputs/rerun/, second runs of the guest kernels: each is the same kernel as one
-    # of these, so "differs from the others" is not its promise; tests/test_rerun.py)
     outs = sorted(os.path.join(top, d) for d in os.listdir(top)
                   if os.path.isdir(os.path.join(top, d, "raw")))
     assert len(outs) >= 2
