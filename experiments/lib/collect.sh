@@ -59,6 +59,11 @@ tl_cleanup() {
 	for p in "${RAW:-/nonexistent}"/*.fifo; do
 		[ ! -p "$p" ] || rm -f "$p"
 	done
+	# a program's stderr file stays only if it wrote something (docs/output-format.md): here,
+	# once every program is stopped, so the host and the guests leave the same files
+	for p in "${RAW:-/nonexistent}"/*.err; do
+		[ ! -f "$p" ] || [ -s "$p" ] || rm -f "$p"
+	done
 }
 
 # tl_elf FILE: whether FILE is an executable ELF file (a truncated or empty one is not: sh would
