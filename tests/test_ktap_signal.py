@@ -1,0 +1,72 @@
+"""./run.sh --ktap stopped by a signal: its KTAP ends in "Bail out!" naming the signal, and kcidb
+says so in the comment of every test point the run never printed (issue 30, class 10).  Before,
+the stream stopped after the "# ... stopping every unit" line, and kcidb called the units
+"missing" with no reason ("the KTAP ends before it").
+
+A fake unit table (TCPLAB_EXPERIMENTS): one unit that passes at once, one that says it started
+and then waits (sleep 600, its workload); the signal goes to run.sh once the second has
+started, which the test polls for (its marker file)."""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+
+import pytest
+
+import lab_proc
+from conftest import TOP
+
+RUN = os.path.join(TOP, "run.sh")
+ARGS = ["--origin", "tcplab_test", "--build-id", "tcplab_test:build-1"]
+SIGNALS = {signal.SIGTERM: (143, "terminated"), signal.SIGINT: (130, "interrupted"),
+           signal.SIGHUP: (129, "hung up")}
+
+
+def fake_experiments(tmp_path, marker):
+    exp = tmp_path / "exp"
+    shutil.copytree(os.path.join(TOP, "experiments", "lib"), exp / "lib",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    body = {"t-pass": 'echo ran > "$RAW/ran.txt"\n',
+            "t-wait": f'echo started > "{marker}"\nexec sleep 600\n'}
+    with open(exp / "units", "w") as f:
+        for u in body:
+            f.write(f"{u} - default run no 1 300 no 1 yes\n")
+            lab_proc.exp_file(exp, u, f"{u}.sh").write_text(
+                '#!/bin/sh\n. "$(dirname "$0")/../lib/collect.sh"\ntl_init "$1"\n' + body[u])
+    return exp
+
+
+@pytest.mark.netns
+@pytest.mark.parametrize("sig", list(SIGNALS), ids=[s.name for s in SIGNALS])
+def test_a_signalled_ktap_run_bails_out_naming_the_signal(tmp_path, bindir, sig):
+    marker = tmp_path / "t-wait.started"
+    state = tmp_path / "state"
+    env = dict(os.environ, TCPLAB_EXPERIMENTS=str(fake_experiments(tmp_path, marker)),
+               TCPLAB_STATE=str(state))
+    ktap = tmp_path / "run.ktap"
+    with open(ktap, "w") as out, open(tmp_path / "run.err", "w") as err:
+        p = subprocess.Popen([RUN, "--ktap", "--out", str(tmp_path / "out")], stdout=out,
+                             stderr=err, env=env)
+        try:
+            deadline = time.monotonic() + 60
+            while not marker.exists() and p.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.05)    # polling for the unit's marker, not waiting for an event
+            assert marker.exists(), "t-wait never started: " + (tmp_path / "run.err").read_text()[-2000:]
+            p.send_signal(sig)
+            rc = p.wait(timeout=60)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    status, words = SIGNALS[sig]
+    lines = ktap.read_text().splitlines()
+    assert rc == status, lines
+    assert lines[:2] == ["KTAP version 1", "1..2"], lines
+    assert lines[-1] == f"Bail out! {words} ({sig.name})", lines
+    k = subprocess.run([RUN, "kcidb", *ARGS, str(ktap)], capture_output=True, text=True, timeout=30)
+    assert k.returncode == 0, k.stderr
+    tests = json.loads(k.stdout)["tests"]
+    assert [t["status"] for t in tests] == ["MISS", "MISS"]
+    assert all(t["comment"].endswith(f"(Bail out! {words} ({sig.name}))") for t in tests), tests
