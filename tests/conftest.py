@@ -44,6 +44,19 @@ PYTHON_ONLY = ("test_badinput_reports.py", "test_badinput_diff.py", "test_refere
                "test_reports_sentences.py", "test_pkt_report.py")
 
 
+def tiered(cases, key, ids):
+    """A large table's cases as pytest params: the first case of each key(case) runs in
+    `make test`, every other one is marked slow and runs in `make check` (and CI's
+    make check-rest).  Nothing is dropped: the full table still runs, in the full suite."""
+    seen, params = set(), []
+    for case, case_id in zip(cases, ids):
+        k = key(case)
+        params.append(pytest.param(case, id=case_id,
+                                    marks=() if k not in seen else pytest.mark.slow))
+        seen.add(k)
+    return params
+
+
 def pytest_configure(config):
     config.addinivalue_line("markers", "netns: needs root and network namespaces")
     config.addinivalue_line("markers", "qemu: boots a Debian kernel under QEMU (slow)")

@@ -15,6 +15,7 @@ import time
 
 import pytest
 
+from conftest import tiered
 from test_diff_cases import DIFF, base, socket_row, synretry
 
 TIMEOUT = 5
@@ -198,11 +199,14 @@ def write_sides(tmp_path, name, text):
 
 
 @pytest.fixture(scope="module")
-def field_results(tmp_path_factory):
-    """Every field case run once, two at a time (each is a process of its own, and most of its
-    time is Python starting): case -> (CompletedProcess, or None on a hang; seconds)."""
+def field_results(request, tmp_path_factory):
+    """Every field case this session runs (make test: a sample; make check: all), run once, two
+    at a time (each is a process of its own, and most of its time is Python starting):
+    case -> (CompletedProcess, or None on a hang; seconds)."""
     top = tmp_path_factory.mktemp("fields")
     reps = reports()
+    wanted = {item.callspec.params["case"] for item in request.session.items
+              if item.originalname == "test_spoiled_field_is_trouble"}
 
     def one(i_case):
         i, (name, path, spoil) = i_case
@@ -216,10 +220,12 @@ def field_results(tmp_path_factory):
 
     workers = max(1, min(2, os.cpu_count() or 1))
     with concurrent.futures.ThreadPoolExecutor(workers) as pool:
-        return dict(pool.map(one, enumerate(FIELD_CASES)))
+        return dict(pool.map(one, [(i, c) for i, c in enumerate(FIELD_CASES) if c in wanted]))
 
 
-@pytest.mark.parametrize("case", FIELD_CASES, ids=[case_id(c) for c in FIELD_CASES])
+# make test: each report with each spoiling once; make check: every field
+@pytest.mark.parametrize("case", tiered(FIELD_CASES, lambda c: (c[0], c[2]),
+                                        [case_id(c) for c in FIELD_CASES]))
 def test_spoiled_field_is_trouble(field_results, case):
     name, path, spoil = case
     r, seconds = field_results[case]
