@@ -804,16 +804,61 @@ def under_vm(rawdir):
     return read_vm(rawdir) is not None
 
 
-def tool_main(main):
+class OutputError(OSError):
+    """A write to standard output failed (/dev/full, EIO): its filename is "standard output"."""
+
+
+class _CheckedStdout:
+    """sys.stdout whose failed writes are OutputError, told apart from a file's OSError."""
+
+    def __init__(self, f):
+        self._f = f
+
+    def _checked(self, call, *args):
+        try:
+            return call(*args)
+        except OSError as e:
+            raise OutputError(e.errno, e.strerror, "standard output") from None
+
+    def write(self, text):
+        return self._checked(self._f.write, text)
+
+    def flush(self):
+        return self._checked(self._f.flush)
+
+    def __getattr__(self, name):
+        return getattr(self._f, name)
+
+
+def tool_main(main, prog=None, write_status=1):
     """The exit status of a command's main(sys.argv) (the diff, the matrix, kcidb): a reader that
-    goes away (`| head`) ends it quietly, SIGPIPE's default as in diff(1); Ctrl-C is 130."""
+    goes away (`| head`) ends it quietly, SIGPIPE's default as in diff(1); Ctrl-C is 130.  A
+    write to standard output that fails, in main or at the last flush, is the one line
+    "PROG: standard output: REASON" (PROG: argv[0]'s name unless given) and exit write_status,
+    never a traceback: the one write-error path of every tool."""
     import signal
     import sys
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    prog = prog or os.path.basename(sys.argv[0])
+    real, sys.stdout = sys.stdout, _CheckedStdout(sys.stdout)
     try:
-        return main(sys.argv)
+        status = main(sys.argv)
+        sys.stdout.flush()
+        return status
     except KeyboardInterrupt:
         return 130
+    except OutputError as e:
+        print(f"{prog}: standard output: {e.strerror}", file=sys.stderr)
+        # what is still buffered would fail again, with a traceback, at the interpreter's exit
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, real.fileno())
+            os.close(devnull)
+        except (OSError, ValueError):
+            pass
+        return write_status
+    finally:
+        sys.stdout = real
 
 
 def report_main(argv, build):

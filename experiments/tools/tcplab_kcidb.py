@@ -20,7 +20,10 @@ test names its build with --build-id, and submits its checkout and build objects
 
 The KTAP must be what run.sh prints: a version line, the plan, test points numbered 1..N in
 order, and, when present, a "# Totals:" line that agrees with them.  Anything else is refused
-with one line (exit 1), bad usage exit 2, and nothing is printed on stdout.
+with one line (exit 1), bad usage exit 2, and nothing is printed on stdout.  It is bounded as
+run.sh's is: a plan of at most MAX_PLAN points (one per unit), at most MAX_KTAP_BYTES, read from
+a regular file (a FIFO or a device is refused without a wait) or from stdin (a pipe), so no
+input makes it hang or work for long.
 """
 import hashlib
 import json
@@ -35,13 +38,16 @@ EXIT_OK, EXIT_DATA, EXIT_USAGE = 0, 1, 2
 USAGE = "usage: tcplab kcidb --origin ORIGIN --build-id ORIGIN:ID [--run-id ID] [KTAP]"
 HELP = USAGE + """
 
-KTAP is a file ./run.sh --ktap wrote, or - (or nothing) for stdin; the KCIDB JSON goes to stdout.
+KTAP is a file ./run.sh --ktap wrote, or - (or nothing) for stdin (a pipe); at most 1 MiB and
+a plan of at most 1000 test points.  The KCIDB JSON goes to stdout.
   --origin ORIGIN      the submitter's KCIDB origin (lowercase letters, digits, _)
   --build-id ORIGIN:ID the KCIDB id of the kernel build the units ran on
   --run-id ID          this run's part of every test id (default: the KTAP's SHA-256, 16 digits)
 Exit status: 0 written, 1 the KTAP is not what run.sh prints, 2 bad usage."""
 SCHEMA = {"major": 5, "minor": 3}
 LOG_EXCERPT_MAX = 16384            # kcidb-io v5.3: test.log_excerpt maxLength
+MAX_KTAP_BYTES = 1 << 20           # run.sh's KTAP of every unit is a few KiB
+MAX_PLAN = 1000                    # run.sh plans one test point per unit (experiments/units)
 ORIGIN_RE = re.compile(r"[a-z0-9_]+")               # kcidb-io: origin
 ID_RE = re.compile(r"[a-z0-9_]+:[^\0]*")            # kcidb-io: every id and *_id
 RUN_ID_RE = re.compile(r"[A-Za-z0-9_-]{1,64}")
@@ -49,9 +55,10 @@ NAME = r"[A-Za-z0-9_-]+"           # one component of a kcidb path
 POINT = re.compile(rf"^(not ok|ok) ([0-9]+) ({NAME})(?: # (SKIP|TIMEOUT)\b ?(.*))?$")
 VERSION = re.compile(r"^(KTAP version 1|TAP version 1[34])$")
 PLAN = re.compile(r"^1\.\.([0-9]+)(?: # SKIP ?(.*))?$")
-TOTALS = re.compile(r"^# Totals: pass:([0-9]+) fail:([0-9]+) xfail:([0-9]+) xpass:([0-9]+) "
-                    r"skip:([0-9]+) error:([0-9]+)$")
-DONE = re.compile(rf"^# [0-9]{{2}}:[0-9]{{2}}:[0-9]{{2}} \[run\] ({NAME}): done in ([0-9]+) s$")
+# counts of at most 9 digits: int() of a longer one can be slow or refused (4300 digits)
+TOTALS = re.compile(r"^# Totals: pass:([0-9]{1,9}) fail:([0-9]{1,9}) xfail:([0-9]{1,9}) "
+                    r"xpass:([0-9]{1,9}) skip:([0-9]{1,9}) error:([0-9]{1,9})$")
+DONE = re.compile(rf"^# [0-9]{{2}}:[0-9]{{2}}:[0-9]{{2}} \[run\] ({NAME}): done in ([0-9]{{1,9}}) s$")
 REASON = re.compile(rf"^# ({NAME}): (.+)$")
 HEADER = re.compile(r"^# tcplab: (.*)$")
 
@@ -79,7 +86,11 @@ def parse(text):
                 raise Bad(f"line {no}: a second plan")
             if ktap["points"]:
                 raise Bad(f"line {no}: the plan after test points (run.sh prints it first)")
-            ktap["plan"] = int(m.group(1))
+            n = m.group(1)
+            if len(n) > len(str(MAX_PLAN)) or int(n) > MAX_PLAN:
+                raise Bad(f"line {no}: plan 1..{n[:20]}{'...' if len(n) > 20 else ''}: more than "
+                          f"{MAX_PLAN} test points (run.sh plans one per unit)")
+            ktap["plan"] = int(n)
             continue
         m = POINT.match(line)
         if m:
@@ -87,10 +98,10 @@ def parse(text):
                 raise Bad(f"line {no}: a test point before the plan")
             if ktap["bail"] is not None:
                 raise Bad(f"line {no}: a test point after 'Bail out!'")
-            n = int(m.group(2))
+            n = int(m.group(2)) if len(m.group(2)) <= len(str(MAX_PLAN)) else None
             if n != len(ktap["points"]) + 1 or n > ktap["plan"]:
-                raise Bad(f"line {no}: test point {n}, want {len(ktap['points']) + 1} "
-                          f"(plan 1..{ktap['plan']})")
+                raise Bad(f"line {no}: test point {m.group(2)[:20]}, want "
+                          f"{len(ktap['points']) + 1} (plan 1..{ktap['plan']})")
             ok, name, directive, rest = m.group(1) == "ok", m.group(3), m.group(4), m.group(5)
             ktap["points"][n] = {"ok": ok, "name": name, "directive": directive,
                                  "text": rest or "", "line": line,
@@ -104,6 +115,9 @@ def parse(text):
         if m:
             ktap["totals"] = [int(x) for x in m.groups()]
             continue
+        if line.startswith("# Totals:"):
+            raise Bad(f"line {no}: a '# Totals:' line run.sh does not print (six counts, "
+                      "each of at most 9 digits)")
         if line.startswith("#") and (line == "#" or line.startswith("# ")):
             m = HEADER.match(line)
             if m and ktap["header"] is None:
@@ -207,12 +221,18 @@ def main(argv):
         return usage("no KTAP: name a file, or pipe ./run.sh --ktap into it")
     try:
         if path == "-":
-            data = sys.stdin.buffer.read()
+            data = sys.stdin.buffer.read(MAX_KTAP_BYTES + 1)
+            if len(data) > MAX_KTAP_BYTES:
+                raise tcplab.NotRegular(f"larger than {MAX_KTAP_BYTES} bytes")
         else:
-            with open(path, "rb") as f:
-                data = f.read()
+            data = tcplab.regular_bytes(path, MAX_KTAP_BYTES)
         text = data.decode("utf-8")
         out = json.dumps(convert(text, origin, build_id, run_id), indent=1, sort_keys=True)
+    except tcplab.NotRegular as e:
+        print(f"tcplab kcidb: {path}: {e} (a pipe goes on stdin)"
+              if path != "-" and "not a regular file" in str(e) else
+              f"tcplab kcidb: {path}: {e}", file=sys.stderr)
+        return EXIT_DATA
     except OSError as e:
         print(f"tcplab kcidb: {path}: {e.strerror}", file=sys.stderr)
         return EXIT_DATA
@@ -227,4 +247,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    sys.exit(tcplab.tool_main(main))
+    sys.exit(tcplab.tool_main(main, "tcplab kcidb", EXIT_DATA))
