@@ -109,12 +109,14 @@ def queue_summary(samples, start_ns, end_ns):
 
 
 def read_synsent(path, start_ns):
-    """sockwatch events of SYN-SENT sockets → per socket (local address): first and last time
-    seen (s after the client started) and the highest retrans count seen."""
+    """sockwatch events of SYN-SENT sockets → per socket (the local address it was first seen
+    with, the socket followed by its cookie: one that fails can be caught in TCP_CLOSE with its
+    port released): first and last time seen (s after the client started) and the highest
+    retrans count seen."""
     socks = {}
-    for d in t.read_sockwatch(path):
+    for local, d in t.socket_keys(t.read_sockwatch(path), lambda d: d.str("local")):
         ts = round((d.int("t_ns") - start_ns) / 1e9, 3)
-        s = socks.setdefault(d.str("local"), {"first_s": ts, "last_s": ts, "max_retrans": 0})
+        s = socks.setdefault(local, {"first_s": ts, "last_s": ts, "max_retrans": 0})
         s["last_s"] = ts
         s["max_retrans"] = max(s["max_retrans"], d.int("retrans"))
     return socks

@@ -397,13 +397,17 @@ def event_lines(part):
     out = [f"  {'t_ms':>9}  {'side':<6} {'event':<6} {'state':<11} {'timer':<8} "
            f"{'expires_ms':>10} {'rq':>4} {'wq':>4}  socket"]
     rows = [(e, "client") for e in part["events"]] + [(e, "server") for e in part["server_events"]]
+    notes = []
     for e, side in sorted(rows, key=lambda x: x[0]["t_ns"]):
         kind = ("timewait minisock (no tcp_info)" if e["info_len"] == 0 else
                 f"full socket, inode {e['inode']}" if e["inode"] else
                 "full socket, inode 0 (no process holds it)")
-        out.append(f"  {e['t_s'] * 1e3:9.3f}  {side:<6} {e['event']:<6} {e['state']:<11} "
+        out.append(f"  {e['t_s'] * 1e3:9.3f}  {side:<6} {e['event']:<6} "
+                   f"{t.shown_state(e['state']):<11} "
                    f"{e['timer']:<8} {e['expires_ms']:>10} {e['rq']:>4} {e['wq']:>4}  {kind}")
-    return out
+        if e["state"] == t.CLOSED and e["event"] != "gone":
+            notes.append(t.closed_note(e["local"], e["inode"], e["t_s"] * 1e3, f"  {side}: "))
+    return out + notes
 
 
 def state_lines(part, side):
@@ -413,7 +417,7 @@ def state_lines(part, side):
         if s["state"] == "gone":
             words.append(f"gone {s['t_s'] * 1e3:.3f}")
         else:
-            words.append(f"{s['state']} {s['t_s'] * 1e3:.3f}" +
+            words.append(f"{t.shown_state(s['state'])} {s['t_s'] * 1e3:.3f}" +
                          (f" ({s['how']})" if s["how"] == "gone+new" else ""))
     return f"  {side}: " + " -> ".join(words)
 
@@ -611,8 +615,8 @@ def ladder_rows(part):
              for ns, side, op, ret, err, _ in step_rows(part)]
     for e, side in [(e, "client") for e in part["events"]] + \
             [(e, "server") for e in part["server_events"]]:
-        notes.append((e["t_ns"], f"{side} sockwatch: {e['event']} {e['state']} {e['timer']}"
-                      f" rq={e['rq']}"))
+        notes.append((e["t_ns"], f"{side} sockwatch: {e['event']} {t.shown_state(e['state'])} "
+                      f"{e['timer']} rq={e['rq']}"))
     return [{"sep": f"{part['part']}: {TITLES[part['part']]}"}] + \
         pkt.ladder_rows(part["segs"], part["t0"], notes, seg_notes(part))
 

@@ -94,7 +94,11 @@ def part_lines(r):
     lines += tc.event_lines(r["events"])
     w = r["fin_wait2"]
     if w is None:
-        lines.append("  no FIN-WAIT-2: the socket went from FIN-WAIT-1 straight to gone")
+        closed = next((e for e in r["events"] if e["state"] == t.CLOSED), None)
+        lines.append("  no FIN-WAIT-2: the socket went from FIN-WAIT-1 straight to gone"
+                     if closed is None else
+                     "  no FIN-WAIT-2: the socket went from FIN-WAIT-1 to TCP_CLOSE (seen at "
+                     f"{closed['t_s'] * 1e3:.3f} ms), then gone")
     else:
         lines.append(f"  FIN-WAIT-2 first seen at {w['first_ms']:.3f} ms: {w['kind']}, "
                      f"timer={w['timer']} expires_ms={w['expires_ms']}"
@@ -127,7 +131,7 @@ def part_lines(r):
 
 def part_rows(r):
     notes = [(r["start_ns"] + round(r["close_ms"] * 1e6), "client: close()")]
-    notes += [(e["t_ns"], f"sockwatch: {e['event']} {e['state']} timer={e['timer']} "
+    notes += [(e["t_ns"], f"sockwatch: {e['event']} {t.shown_state(e['state'])} timer={e['timer']} "
                f"expires_ms={e['expires_ms']}") for e in r["events"]]
     return [{"sep": f"{r['part']}: {TITLES[r['part']]}"}] + \
         pkt.ladder_rows(r["segs"], r["start_ns"], notes)

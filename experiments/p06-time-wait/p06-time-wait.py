@@ -70,17 +70,20 @@ def listen_port(srv):
 
 
 def side_events(path, local, peer, t0):
-    """sockwatch's events of the one connection (local, peer) in path, times in ms from t0,
-    each with its t_ns; the listener and other sockets left out."""
+    """sockwatch's events of the one connection first seen as (local, peer) in path, followed
+    by its cookie whatever its addresses became (tcplab.follow: the side that ends in LAST-ACK
+    is ended by tcp_done(), and can be caught in TCP_CLOSE with its port released), times in ms
+    from t0, each with its t_ns and (not in the JSON) its local address; the listener and other
+    sockets left out."""
     out = []
-    for e in t.read_sockwatch(path):
-        if e.str("local") != local or e.str("peer") != peer:
-            continue
+    pick = lambda e: e.str("local") == local and e.str("peer") == peer  # noqa: E731
+    for e in t.follow(t.read_sockwatch(path), pick):
         ev = t.sockwatch_event(e, t0)
         ev["t_ms"] = round(ev.pop("t_s") * 1e3, 3)
         ev["t_ns"] = e.int("t_ns")
         ev["info_len"] = e.int("info_len", default=None)
         ev["inode"] = e.int("inode")
+        ev["_local"] = e.str("local")
         out.append(ev)
     if not out:
         raise t.RawError(f"{path}: no event of {local} -> {peer}: the socket was never seen")
@@ -233,12 +236,16 @@ def sysctl_lines(client, server):
 def event_lines(r):
     lines = [f"  {'side':<6} {'t_ms':>11} {'event':<6} {'state':<11} {'timer':<9} "
              f"{'expires_ms':>10} {'info_len':>8} {'inode':>8}"]
+    notes = []
     for side in ("client", "server"):
         for e in r["events"][side]:
             il = "-" if e["info_len"] is None else e["info_len"]
-            lines.append(f"  {side:<6} {e['t_ms']:11.3f} {e['event']:<6} {e['state']:<11} "
+            lines.append(f"  {side:<6} {e['t_ms']:11.3f} {e['event']:<6} "
+                         f"{t.shown_state(e['state']):<11} "
                          f"{e['timer']:<9} {e['expires_ms']:>10} {il:>8} {e['inode']:>8}")
-    return lines
+            if e["state"] == t.CLOSED and e["event"] != "gone":
+                notes.append(t.closed_note(e["_local"], e["inode"], e["t_ms"], f"  {side}: "))
+    return lines + notes
 
 
 def case_lines(r):
@@ -255,7 +262,8 @@ def case_lines(r):
     lines += event_lines(r)
     lines += ["", f"who keeps TIME-WAIT: the {side}'s socket {r['timewait_local']} -> "
               f"{r['timewait_peer']}; the {r['no_timewait_side']}'s went at "
-              f"{r['no_timewait_gone_ms']:.3f} ms, last seen {r['no_timewait_last']}, without "
+              f"{r['no_timewait_gone_ms']:.3f} ms, last seen "
+              f"{t.shown_state(r['no_timewait_last'])}, without "
               f"TIME-WAIT (the {r['closer']}'s last ACK: {r['last_ack_ms']:.3f} ms)"]
     if r["timer_first_state"] != "TIME-WAIT":
         lines.append(f"  first a timewait socket in {r['timer_first_state']} at "
@@ -317,7 +325,7 @@ def case_rows(r):
              for who, ms in r["close_ms"].items()]
     for side in ("client", "server"):
         for e in r["events"][side]:
-            notes.append((e["t_ns"], f"{side} sockwatch: {e['event']} {e['state']} "
+            notes.append((e["t_ns"], f"{side} sockwatch: {e['event']} {t.shown_state(e['state'])} "
                           f"timer={e['timer']} expires_ms={e['expires_ms']}"))
     return [{"sep": f"{r['case']}: the {r['closer']} closes first"}] + \
         pkt.ladder_rows(r["segments"], r["t0_ns"], notes)
@@ -325,7 +333,7 @@ def case_rows(r):
 
 def case_json(r):
     return {k: v for k, v in r.items() if k not in ("segments", "capture", "t0_ns")} | {
-        "events": {s: [{k: v for k, v in e.items() if k != "t_ns"} for e in ev]
+        "events": {s: [{k: v for k, v in e.items() if k != "t_ns" and k[0] != "_"} for e in ev]
                    for s, ev in r["events"].items()},
         "segments": [tw.packet_json(p, r["t0_ns"]) for p in r["segments"]],
         "capture": pkt.capture_json(r["capture"])}

@@ -420,14 +420,68 @@ def read_sockwatch(path, until_ns=None):
     if until_ns is not None and end_ns < until_ns:
         # sockwatch -e ends by itself once every socket it saw is gone: complete all the same
         live = set()
-        for e in events:
-            (live.discard if e.get("event") == "gone" else live.add)((e.get("local"), e.get("peer")))
+        for k, e in socket_keys(events, lambda e: (e.get("local"), e.get("peer"))):
+            (live.discard if e.get("event") == "gone" else live.add)(k)
         if live or not events:
             raise RawError(f"{path}: sockwatch ended {(until_ns - end_ns) / 1e9:.3f} s before "
                            "the client did, with a socket not gone: events are missing")
     if len(events) > MAX_EVENTS:
         raise RawError(f"{path}: more than {MAX_EVENTS} events")
     return events
+
+
+_COOKIE = re.compile(r"[0-9]{1,20}\Z")
+
+
+def cookie(e):
+    """A sockwatch line's cookie= (the kernel's sock_diag cookie: one socket, its whole life),
+    as the string printed, or None for a line recorded before sockwatch printed it."""
+    c = e.get("cookie")
+    if c is not None and not _COOKIE.match(c):
+        raise RawError(f"{e.path}: cookie={c[:40]}: not a sock_diag cookie (a decimal number)")
+    return c
+
+
+def socket_keys(events, key):
+    """(k, e) for each sockwatch line e, k being key() of the first line of e's socket.  A
+    socket is followed by its cookie, whatever its addresses became: they are what the kernel
+    showed at that sample, and a socket aborted by a RST can be caught in TCP_CLOSE with its
+    port already released (ADDR:0).  A line without cookie= is key(e) itself."""
+    first = {}
+    for e in events:
+        c = cookie(e)
+        yield (key(e) if c is None else first.setdefault(c, key(e))), e
+
+
+def follow(events, match):
+    """The sockwatch lines of the sockets match() picks: every line it picks, and every later
+    line of a socket it picked (the same cookie) whatever its addresses became.  Lines without
+    cookie= are picked by match() alone."""
+    picked, out = set(), []
+    for e in events:
+        c = cookie(e)
+        if (c is not None and c in picked) or match(e):
+            out.append(e)
+            if c is not None:
+                picked.add(c)
+    return out
+
+
+CLOSED = "UNCONN"     # sockwatch's name for TCP_CLOSE (ss's: a socket with no connection)
+
+
+def shown_state(state):
+    """A socket's state as a report shows it: TCP_CLOSE as CLOSE (closed_note() says why)."""
+    return "CLOSE" if state == CLOSED else state
+
+
+def closed_note(local, inode, t_ms, indent="  "):
+    """A line that says what a connection's TCP_CLOSE sample shows: the state, its local
+    address (port 0: released) and its inode (0: no process holds the socket)."""
+    port = local.rsplit(":", 1)[-1] == "0"
+    return (f"{indent}CLOSE at {t_ms:.3f} ms: the kernel's TCP_CLOSE (sockwatch, as ss, says "
+            f"{CLOSED}), local {local}" + (": its port already released" if port else "")
+            + f", inode {inode}" + (": no process holds it" if inode == 0 else ""))
 
 
 def read_snapshot(path):
