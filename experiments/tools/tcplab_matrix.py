@@ -26,7 +26,9 @@ are made.
 
 Exit status: 0 written; 1 bad data (a DIR that is not an output directory, a .json that is not a
 report of the documented format, an OUT that cannot be written), with one line on stderr and
-nothing written; 2 usage (fewer than two DIRs, an unknown option).
+nothing written, or standard output that cannot be written (tcplab.tool_main()); 2 usage (fewer
+than two DIRs, an unknown option, an OUT that is one of the DIRs: its matrix.json would be read
+back as a report).
 
 Standard library only: run it with /usr/bin/python3.
 """
@@ -681,7 +683,8 @@ def notes(m):
     out = [f"tcplab matrix: {len(m['rows'])} facts, {n} kernels, {m['changed']} rows change "
            f"({len(m['unexplained'])} unexplained)"]
     for i, c in enumerate(m["columns"]):
-        out.append(f"  column {i + 1}: {c['label']}  ({c['where']}; {c['dir']})")
+        # the directory as the user named it, on one line whatever bytes its name holds
+        out.append(f"  column {i + 1}: {c['label']}  ({c['where']}; {D.show(c['dir'], 4096)})")
     out.append("  * changes, explained in the docs/kernel-diff.md anchor named at the end of the "
                "row;  ! changes, unexplained so far;  - in one column only")
     if emu:
@@ -843,6 +846,11 @@ def main(argv):
             dirs.append(a)
     if len(dirs) < 2:
         return usage(f"want two or more output directories, got {len(dirs)}")
+    read = own_input(out, dirs)
+    if read is not None:
+        # its matrix.json would be read as a report by the next matrix or diff of that directory
+        return usage(f"--out {D.show(out, 4096)}: it is {D.show(read, 4096)}, one of the "
+                     "directories the matrix reads; write it elsewhere")
     try:
         m = build(dirs)
         for path in write(m, out):
@@ -852,8 +860,19 @@ def main(argv):
     except tcplab.RawError as e:
         return trouble(e)
     except OSError as e:
-        return trouble(f"{D.show(e.filename or '', 4096)}: {e.strerror}")
+        return trouble(f"{D.show(e.filename or out, 4096)}: {e.strerror}")
     return EXIT_OK
+
+
+def own_input(out, dirs):
+    """The DIR of dirs that out is (the same directory, by any path), or None."""
+    for d in dirs:
+        try:
+            if os.path.samefile(out, d):
+                return d
+        except OSError:       # one of them is not there: not the same directory
+            continue
+    return None
 
 
 def usage(why):
@@ -867,4 +886,4 @@ def trouble(text):
 
 
 if __name__ == "__main__":
-    sys.exit(tcplab.tool_main(main))
+    sys.exit(tcplab.tool_main(main, "tcplab_matrix.py", EXIT_DATA))
