@@ -62,15 +62,18 @@ def client_of(peer, path):
 
 
 def events(path, start_ns, local=None, peer=None):
-    """sockwatch's events of the socket(s) with these addresses (either may be None: any),
-    as tcplab.sockwatch_event() plus the addresses, info_len, inode and rto_ms."""
+    """sockwatch's events of the socket(s) first seen with these addresses (either may be None:
+    any), each followed by its cookie to its end whatever its addresses became (tcplab.follow:
+    a socket aborted by a RST can be caught in TCP_CLOSE with its port released), as
+    tcplab.sockwatch_event() plus the addresses, info_len, inode and rto_ms."""
     out = []
-    for e in t.read_sockwatch(path):
-        if (local is None or e.str("local") == local) and (peer is None or e.str("peer") == peer):
-            out.append(t.sockwatch_event(e, start_ns) |
-                       {"t_ns": e.int("t_ns"), "local": e.str("local"), "peer": e.str("peer"),
-                        "info_len": e.int("info_len", default=None),
-                        "inode": e.int("inode")})
+    pick = lambda e: ((local is None or e.str("local") == local) and  # noqa: E731
+                      (peer is None or e.str("peer") == peer))
+    for e in t.follow(t.read_sockwatch(path), pick):
+        out.append(t.sockwatch_event(e, start_ns) |
+                   {"t_ns": e.int("t_ns"), "local": e.str("local"), "peer": e.str("peer"),
+                    "info_len": e.int("info_len", default=None),
+                    "inode": e.int("inode")})
     return out
 
 
@@ -143,12 +146,15 @@ def fin_wait2(evs, hz, expected_ms, acked_ns, start_ns):
     if not fw2:
         return None
     first = fw2[0]
+    closed = next((e for e in evs if e["state"] == t.CLOSED and e["event"] != "gone"), None)
     out = {"first_ms": round(first["t_s"] * 1e3, 3), "timer": first["timer"],
            "expires_ms": first["expires_ms"], "info_len": first["info_len"],
            "inode": first["inode"],
            "kind": "timewait socket" if first["info_len"] == 0 else "full socket",
            "gone_ms": None if gone is None else round(gone["t_s"] * 1e3, 3),
-           "gone_state": None if gone is None else gone["state"]}
+           "gone_state": None if gone is None else last_state(evs[:evs.index(gone) + 1])}
+    if closed is not None:
+        out["closed_ms"] = round(closed["t_s"] * 1e3, 3)
     if acked_ns is not None:
         at = (acked_ns - start_ns) / 1e6
         out["acked_ms"] = round(at, 3)
@@ -163,16 +169,28 @@ def fin_wait2(evs, hz, expected_ms, acked_ns, start_ns):
     return out
 
 
+def last_state(evs):
+    """The last state sockwatch saw a socket in before it went: a TCP_CLOSE sample on the way
+    out (tcplab.CLOSED) is not one; that sample's time is fin_wait2()'s closed_ms."""
+    states = [e["state"] for e in evs if e["state"] != t.CLOSED]
+    return states[-1] if states else t.CLOSED
+
+
 def event_lines(evs, indent="  "):
-    """sockwatch's events of one connection as a table (t_ms from connect())."""
+    """sockwatch's events of one connection as a table (t_ms from connect()); a TCP_CLOSE
+    sample shows as CLOSE, with a line after the table that says what the kernel showed."""
     out = [f"{indent}{'t_ms':>11}  {'event':<6} {'state':<11} {'timer':<9} {'expires_ms':>10} "
            f"{'rto_ms':>6} {'info_len':>8} {'inode':>8}"]
+    notes = []
     for e in evs:
         rto = "-" if e["rto_ms"] is None else e["rto_ms"]
         il = "-" if e["info_len"] is None else e["info_len"]
-        out.append(f"{indent}{e['t_s'] * 1e3:11.3f}  {e['event']:<6} {e['state']:<11} "
+        out.append(f"{indent}{e['t_s'] * 1e3:11.3f}  {e['event']:<6} "
+                   f"{t.shown_state(e['state']):<11} "
                    f"{e['timer']:<9} {e['expires_ms']:>10} {rto:>6} {il:>8} {e['inode']:>8}")
-    return out
+        if e["state"] == t.CLOSED and e["event"] != "gone":
+            notes.append(t.closed_note(e["local"], e["inode"], e["t_s"] * 1e3, indent))
+    return out + notes
 
 
 def seg_lines(segs, start_ns, indent="  "):
