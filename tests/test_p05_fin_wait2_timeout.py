@@ -146,6 +146,63 @@ def test_reference_report_is_the_committed_one(ref_out):
     R.assert_committed(ref_out)
 
 
+# ---- a socket followed by its cookie (issue 30) ----------------------------------------------
+
+def aborted_in_tcp_close(d):
+    """The abort part's client watcher as CI's clean-clone run recorded it: the RST-aborted
+    socket caught once in TCP_CLOSE (UNCONN) with its port already released and no inode, then
+    gone; every line with the socket's cookie.  Made from the reference's own lines: the
+    FIN-WAIT-1 sample becomes that TCP_CLOSE sample, every other key (its time too) as it was."""
+    p = d / "abort-sockwatch.txt"
+    lines = p.read_text().splitlines()
+    socket = [x for x in lines if x.startswith("t_s=")]
+    assert [x.split(" event=")[1].split()[0] for x in socket] == ["new", "change", "gone"]
+    local = next(w for w in socket[0].split() if w.startswith("local="))
+    assert local.startswith("local=192.0.2.1:") and local != "local=192.0.2.1:0"
+    out = []
+    for x in lines:
+        if x.startswith("t_s="):
+            if " event=new " not in x:
+                x = x.replace(" state=FIN-WAIT-1 ", " state=UNCONN ")
+                x = x.replace(f" {local} ", " local=192.0.2.1:0 ")
+                assert " state=UNCONN " in x and " local=192.0.2.1:0 " in x and \
+                    x.endswith(" inode=0"), x
+            x += " cookie=4711"
+        out.append(x)
+    p.write_text("\n".join(out) + "\n")
+
+
+def test_aborted_socket_followed_by_its_cookie(tmp_path):
+    """ESTAB, then TCP_CLOSE with local 192.0.2.1:0 and inode 0, then gone, one cookie: the
+    report follows the socket there from the address of its first line, shows the TCP_CLOSE
+    sample as what it is, and its kernel facts still hold (no FIN-WAIT-2, the RST, the
+    counters).  Before the cookie, the selection by address lost the last two lines and the
+    report refused its own raw data: "the client's socket was not seen to go"."""
+    raw = broken_copy(tmp_path, aborted_in_tcp_close)
+    out = tmp_path / "out"
+    out.mkdir()
+    r = report(raw, out)
+    assert r.returncode == 0, r.stderr
+    j = check_all(str(out), os.path.join(raw, NAME))
+    a = j["parts"]["abort"]
+    assert [(e["event"], e["state"], e["local"], e["inode"]) for e in a["events"]] == [
+        ("new", "ESTAB", a["events"][0]["local"], a["events"][0]["inode"]),
+        ("change", "UNCONN", "192.0.2.1:0", 0), ("gone", "UNCONN", "192.0.2.1:0", 0)]
+    assert a["events"][0]["local"] != "192.0.2.1:0" and a["events"][0]["inode"] > 0
+    text = (out / f"{NAME}.txt").read_text()
+    part = text.split("== abort: ")[1].split("\n== ")[0]
+    table = part.split("client socket (sockwatch")[1].split("\n\n")[0].splitlines()
+    change, gone = table[3].split(), table[4].split()
+    assert change[1:3] == ["change", "CLOSE"] and gone[1:3] == ["gone", "CLOSE"], table
+    assert "UNCONN" not in "\n".join(table[:5])
+    note = [x for x in table if x.startswith("  CLOSE at ")]
+    assert len(note) == 1 and "TCP_CLOSE" in note[0] and "local 192.0.2.1:0" in note[0] and \
+        "port already released" in note[0], table
+    closed_ms = a["events"][1]["t_s"] * 1e3
+    assert "  no FIN-WAIT-2: the socket went from FIN-WAIT-1 to TCP_CLOSE (seen at " \
+        f"{closed_ms:.3f} ms), then gone" in table, table
+
+
 # ---- the report on bad raw input ------------------------------------------------------------
 
 def cut(name):
