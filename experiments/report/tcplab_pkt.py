@@ -3,6 +3,7 @@ SYNs of one connection put beside sockwatch's events and the counters (syn_check
 segments as text (ladder_text) and as mscgen source (ladder_msc, render_svg), and the SYN
 schedule plot of p01-synretry (syn_plot, gnuplot).  Pictures go through tcplab.tool_svg(): a
 missing tool is one line in the report, never a failed report.  Standard library only."""
+import ipaddress
 import math
 import os
 import re
@@ -33,6 +34,93 @@ def _tcp_fields(f, where):
     return d
 
 
+def _host(ep):
+    """The address of `address:port` or `[address]:port`."""
+    return ep[1:ep.rindex("]")] if ep.startswith("[") else ep.rsplit(":", 1)[0]
+
+
+def _segment_tail(p, f, where):
+    """ack, win and opts of a segment line or a first fragment's, typed and checked."""
+    ack = f.str("ack")
+    p["ack"] = None if ack == "-" else t.num(ack, f"{where}: ack", 0, 2 ** 32 - 1)
+    if p["ack"] is not None and "A" not in p["flags"]:
+        raise t.RawError(f"{where}: ack={ack[:12]} without the A flag")
+    p.update(win=f.int("win", 0, 65535), opts=f.str("opts"))
+
+
+def _fragment(p, f, where):
+    """A frag= line (docs/capture.md, "IP fragments"): never a segment by itself.  Its datagram
+    is (source, destination, protocol, id); the first fragment of a TCP segment carries the TCP
+    fields with hlen= (the header's length) where a segment has len=."""
+    p.update(kind="frag", frag=f.int("frag", 0, 65535), mf=f.int("mf", 0, 1),
+             id=f.int("id", 0, 2 ** 32 - 1), proto=f.int("proto", 0, 255),
+             fraglen=f.int("fraglen", 0, 65535))
+    if "conn" in f:
+        if p["frag"] != 0 or p["proto"] != 6:
+            raise t.RawError(f"{where}: TCP fields on a fragment at offset {p['frag']} of "
+                             f"protocol {p['proto']}")
+        p.update(_tcp_fields(f, where))
+        _segment_tail(p, f, where)
+        p["hlen"] = f.int("hlen", 20, 60)
+        src, dst = _host(p["src"]), _host(p["dst"])
+    else:
+        src, dst = f.str("src"), f.str("dst")
+        for k, v in (("src", src), ("dst", dst)):
+            try:
+                ipaddress.ip_address(v)
+            except ValueError:
+                raise t.RawError(f"{where}: {k}={v[:40]} is not an address") from None
+    p["datagram"] = (src, dst, p["proto"], p["id"])
+    return p
+
+
+def _whole(group):
+    """The segment a datagram's fragments make, or None while they do not cover it from 0 to
+    the end of its last (mf=0) fragment without a gap, or it is no TCP segment."""
+    last = [x for x in group if x["mf"] == 0]
+    first = [x for x in group if x["frag"] == 0 and "conn" in x]
+    if not last or not first:
+        return None
+    end, at = last[0]["frag"] + last[0]["fraglen"], 0
+    for x in sorted(group, key=lambda x: x["frag"]):
+        if x["frag"] > at or x["frag"] + x["fraglen"] > end:
+            return None
+        at = max(at, x["frag"] + x["fraglen"])
+    if at != end or end < first[0]["hlen"]:
+        return None
+    seg = {k: v for k, v in first[0].items()
+           if k not in ("kind", "frag", "mf", "id", "proto", "fraglen", "hlen", "datagram")}
+    seg.update(kind="tcp", len=end - first[0]["hlen"], fragments=len(group))
+    return seg
+
+
+def _join_fragments(packets):
+    """Each IP fragment's datagram put back together: the list with every whole TCP segment in
+    the place of its first fragment (with its time) and no fragment left, and the number of
+    fragments of no whole segment (a missing piece, another protocol).  A fragment whose
+    datagram already has that offset starts the datagram again (its id was used anew)."""
+    open_, groups = {}, []
+    for p in packets:
+        if p["kind"] != "frag":
+            continue
+        g = open_.get(p["datagram"])
+        if g is None or any(x["frag"] == p["frag"] for x in g):
+            g = open_[p["datagram"]] = []
+            groups.append(g)
+        g.append(p)
+        if _whole(g) is not None:
+            del open_[p["datagram"]]
+    whole, unjoined = {}, 0
+    for g in groups:
+        seg = _whole(g)
+        if seg is None:
+            unjoined += len(g)
+        else:
+            whole[id(next(x for x in g if x["frag"] == 0 and "conn" in x))] = seg
+    out = [whole.get(id(p)) if p["kind"] == "frag" else p for p in packets]
+    return [p for p in out if p is not None], unjoined
+
+
 def _packet(path, n, line, ready_ns):
     where = f"{path}: line {n}"
     head, sep, quoted = line.partition(" quoted: ")
@@ -40,6 +128,8 @@ def _packet(path, n, line, ready_ns):
     p = {"t_ns": f.int("t_ns"), "t_s": f.float("t_s")}
     if p["t_ns"] < ready_ns:
         raise t.RawError(f"{where}: t_ns={p['t_ns']} is before the ready line's")
+    if "frag" in f and not sep:
+        return _fragment(p, f, where)
     if "icmp" in f:
         p.update(kind="icmp", icmp=f.str("icmp"), code=f.str("code"),
                  type=f.int("type", 0, 255), code_n=f.int("code_n", 0, 255), src=f.str("from"))
@@ -51,11 +141,8 @@ def _packet(path, n, line, ready_ns):
         raise t.RawError(f"{where}: `quoted:` on a line that is not ICMP")
     p["kind"] = "tcp"
     p.update(_tcp_fields(f, where))
-    ack = f.str("ack")
-    p["ack"] = None if ack == "-" else t.num(ack, f"{where}: ack", 0, 2 ** 32 - 1)
-    if p["ack"] is not None and "A" not in p["flags"]:
-        raise t.RawError(f"{where}: ack={ack[:12]} without the A flag")
-    p.update(len=f.int("len", 0, 65535), win=f.int("win", 0, 65535), opts=f.str("opts"))
+    _segment_tail(p, f, where)
+    p["len"] = f.int("len", 0, 65535)
     return p
 
 
@@ -71,10 +158,14 @@ def _kv_quoted(path, line):
 def read_capture(path, optional=False):
     """The capture probe's output (docs/capture.md, SPEC line format) → {"ready": Fields,
     "packets": [dict in order; "kind" tcp or icmp], "icmp": [the ICMP ones], "end": Fields,
-    "path": path}.  The first line must be `ready`, the last `end` (without it capture was
-    killed and packets may be missing), the end line's tcp= and icmp= must count the lines:
-    anything else is RawError.  dropped > 0 is returned, not refused: capture_notes() says it.
-    None for a missing optional file."""
+    "fragments": the frag= lines, "unjoined": how many of them are of no whole segment,
+    "path": path}.  IP fragments are never segments: the fragments of a datagram that holds a
+    whole TCP segment become that one segment, in the place and at the time of its first
+    fragment, with "fragments": N (docs/capture.md, "IP fragments"); the others are left out.
+    The first line must be `ready`, the last `end` (without it capture was killed and packets
+    may be missing), the end line's tcp=, icmp= and other= must count the segment, ICMP and
+    fragment lines: anything else is RawError.  dropped > 0 is returned, not refused:
+    capture_notes() says it.  None for a missing optional file."""
     lines = t.read_lines(path, optional)
     if lines is None:
         return None
@@ -96,12 +187,18 @@ def read_capture(path, optional=False):
             raise t.RawError(f"{path}: line {n}: not a packet line (t_s=...)")
         packets.append(_packet(path, n, line, ready_ns))
     icmp = [p for p in packets if p["kind"] == "icmp"]
-    if counts["tcp"] != len(packets) - len(icmp) or counts["icmp"] != len(icmp):
+    frags = [p for p in packets if p["kind"] == "frag"]
+    tcp = len(packets) - len(icmp) - len(frags)
+    if counts["tcp"] != tcp or counts["icmp"] != len(icmp) or counts["other"] != len(frags):
+        other = (f"; other={counts['other']} against {len(frags)} fragment lines"
+                 if counts["other"] != len(frags) else "")
         raise t.RawError(f"{path}: the end line counts tcp={counts['tcp']} icmp={counts['icmp']}, "
-                         f"the file has {len(packets) - len(icmp)} and {len(icmp)} lines")
+                         f"the file has {tcp} and {len(icmp)} lines{other}")
     if end.int("t_ns") < ready_ns:
         raise t.RawError(f"{path}: the end line's t_ns is before the ready line's")
-    return {"ready": ready, "packets": packets, "icmp": icmp, "end": end, "path": path}
+    packets, unjoined = _join_fragments(packets) if frags else (packets, 0)
+    return {"ready": ready, "packets": packets, "icmp": icmp, "end": end, "fragments": frags,
+            "unjoined": unjoined, "path": path}
 
 
 def read_complete_capture(path):
@@ -115,22 +212,34 @@ def read_complete_capture(path):
 
 
 def capture_json(cap):
-    """What a report's JSON says of the capture itself."""
+    """What a report's JSON says of the capture itself; with IP fragments, how many lines were
+    fragments, the segments they made and those of no whole segment (keys absent without)."""
     r, e = cap["ready"], cap["end"]
-    return {"iface": r.str("iface"), "linktype": r.str("linktype", None),
-            "filter": r.str("filter", None),
-            **{k: e.int(k) for k in ("packets", "tcp", "icmp", "other", "received", "dropped",
-                                     "ifdropped")}}
+    out = {"iface": r.str("iface"), "linktype": r.str("linktype", None),
+           "filter": r.str("filter", None),
+           **{k: e.int(k) for k in ("packets", "tcp", "icmp", "other", "received", "dropped",
+                                    "ifdropped")}}
+    if cap.get("fragments"):
+        out.update(fragments=len(cap["fragments"]),
+                   fragment_segments=sum(1 for p in cap["packets"] if "fragments" in p),
+                   fragments_unjoined=cap["unjoined"])
+    return out
 
 
 def capture_notes(cap, where):
-    """The lines a report prints about the capture: where it listened, how many packets, and —
-    visibly, never hidden — that libpcap dropped some."""
+    """The lines a report prints about the capture: where it listened, how many packets, that
+    some were IP fragments (one line, only then), and — visibly, never hidden — that libpcap
+    dropped some."""
     c = capture_json(cap)
     filt = f", filter \"{c['filter']}\"" if c["filter"] else ""
     out = [f"capture: {where}, on {c['iface']}{filt}",
            f"  {c['packets']} packets ({c['tcp']} TCP, {c['icmp']} ICMP, {c['other']} other); "
            f"libpcap: received={c['received']} dropped={c['dropped']} ifdropped={c['ifdropped']}"]
+    if "fragments" in c:
+        none = (f"; {c['fragments_unjoined']} make no whole TCP segment and count as none"
+                if c["fragments_unjoined"] else "")
+        out.append(f"  IP fragments: {c['fragments']} of the packets, joined into "
+                   f"{c['fragment_segments']} TCP segments (each counted once){none}")
     if c["dropped"] or c["ifdropped"]:
         out.append(f"DROPPED: libpcap lost {c['dropped'] + c['ifdropped']} packets "
                    f"(dropped={c['dropped']} ifdropped={c['ifdropped']}): the capture is "
