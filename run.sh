@@ -96,7 +96,9 @@ Installed (make install, as tcplab), it builds nothing and writes outputs/ of th
                    (docs/kernel-matrix.md, "All kernels at once")
   --accel A        with --kernel: tcg (default, measured faster here) or kvm
   --out DIR        write to DIR instead of outputs/<kernel release>; one run at a time per DIR
-  --mtu N          the MTU of the wire units' veth pair (68..65535) instead of experiments/units'
+  --mtu N          the MTU of the wire units' veth pair (68..65535) instead of experiments/units';
+                   below a unit's "mtu min" there, it is refused when named, skipped when a set
+                   chose it (docs/wire.md, "Small MTUs")
   --allow-foreign-out  as root, write to a DIR another user owns (refused by default)
   --ktap           print KTAP (kselftest's result format) on stdout: one test point per unit, ok,
                    not ok or "# SKIP reason", progress as "# " lines; all else goes to stderr
@@ -215,6 +217,7 @@ UNIT_NAMES=()
 declare -A U_REPORT=() U_SET=() U_QUICK=() U_ALONE=() U_EXPECT=() U_LIMIT=() U_ROOT=() U_NETNS=() U_QEMU=()
 declare -A U_QEMU_WHY=()	# qemu=no units: why not in a guest ("# qemu no: UNIT: why" lines)
 declare -A U_MTU=()	# wire units: the veth pair's MTU (netns "wire" is 1500, "wire:N" is N)
+declare -A U_MTU_MIN=() U_MTU_WHY=()	# "# mtu min: UNIT: N: why": the least MTU UNIT runs at
 
 # collect_script UNIT REPORT: the unit's collect script, in its experiment's folder: the
 # report's (experiments/REPORT/UNIT.sh), or the unit's own when it feeds none (docs/design.md).
@@ -236,6 +239,13 @@ load_units() {
 		# "# qemu no: UNIT: why": the reason a qemu=no unit gives for not running in a guest
 		if [[ $line =~ ^#\ qemu\ no:\ ([a-z0-9][a-z0-9-]*):\ (.+)$ ]]; then
 			U_QEMU_WHY[${BASH_REMATCH[1]}]=${BASH_REMATCH[2]}
+			continue
+		fi
+		# "# mtu min: UNIT: N: why": UNIT refuses a wire MTU below N, for the reason given
+		if [[ $line =~ ^#\ mtu\ min:\ ([a-z0-9][a-z0-9-]*):\ ([0-9]{2,5}):\ (.+)$ ]]; then
+			wire_mtu_ok "${BASH_REMATCH[2]}" ||
+				die $EXIT_FAIL "$UNITS_FILE:$n: mtu min '${BASH_REMATCH[2]}': want 68..65535 (a veth's range)"
+			U_MTU_MIN[${BASH_REMATCH[1]}]=${BASH_REMATCH[2]} U_MTU_WHY[${BASH_REMATCH[1]}]=${BASH_REMATCH[3]}
 			continue
 		fi
 		read -r name report set quick alone expect limit root netns qemu extra <<< "$line"
@@ -267,6 +277,19 @@ load_units() {
 		case $netns in wire) U_MTU[$name]=$WIRE_MTU_DEFAULT ;; wire:*) U_MTU[$name]=${netns#wire:} ;; esac
 	done < "$UNITS_FILE"
 	[ ${#UNIT_NAMES[@]} -gt 0 ] || die $EXIT_FAIL "$UNITS_FILE lists no unit"
+	for name in "${!U_MTU_MIN[@]}"; do
+		[ -n "${U_MTU[$name]:-}" ] ||
+			die $EXIT_FAIL "$UNITS_FILE: mtu min for '$name', which is no wire unit (netns wire)"
+		[ "${U_MTU[$name]}" -ge "${U_MTU_MIN[$name]}" ] ||
+			die $EXIT_FAIL "$UNITS_FILE: $name: netns wire:${U_MTU[$name]} is below its mtu min ${U_MTU_MIN[$name]}"
+	done
+}
+
+# mtu_too_small UNIT MTU: true when UNIT's wire may not have MTU (its "# mtu min:" line), and
+# then the one line that says so, naming the MTU and the reason.
+mtu_too_small() {
+	[ -n "${U_MTU_MIN[$1]:-}" ] && [ "$2" -lt "${U_MTU_MIN[$1]}" ] || return 1
+	echo "$1: --mtu $2 is below ${U_MTU_MIN[$1]}, the least MTU it runs at: ${U_MTU_WHY[$1]}"
 }
 
 # qemu_no UNIT: the words saying why UNIT does not run under --kernel.
@@ -812,6 +835,21 @@ main() {
 		local wired=""
 		for u in "${units[@]}"; do [ -z "${U_MTU[$u]:-}" ] || wired=1; done
 		[ -n "$wired" ] || die $EXIT_USAGE "--mtu $MTU_OPT: none of these units runs on the wire (netns wire in experiments/units)"
+		# before any unit starts: a unit named is refused, one chosen by a set is skipped
+		local fit=() small
+		for u in "${units[@]}"; do
+			if ! small=$(mtu_too_small "$u" "$MTU_OPT"); then
+				fit+=("$u")
+			elif [ -n "$named" ]; then
+				die $EXIT_USAGE "$small"
+			else
+				SKIPPED+=("$u")
+				WHY[$u]="skipped: ${small#"$u: "}"
+				log "$u: skipped: ${small#"$u: "}"
+			fi
+		done
+		[ ${#fit[@]} -gt 0 ] || die $EXIT_SKIP "--mtu $MTU_OPT: every unit selected needs a larger MTU"
+		units=("${fit[@]}")
 	fi
 	if [ "$KERNEL" = all ]; then	# the driver runs one run.sh per kernel (experiments/guest/tcplab_all.py)
 		local guest_units=()
