@@ -48,6 +48,46 @@ def connection(rawdir, prefix, iface_note):
             "note": iface_note}
 
 
+MIN_ADV_MSS = 256      # net.ipv4.route.min_adv_mss's default (net/ipv4/route.c)
+MIN_SND_MSS = 48       # net.ipv4.tcp_min_snd_mss's default, TCP_MIN_SND_MSS (include/net/tcp.h)
+TCP_MIN_MSS = 88       # include/net/tcp.h: "(60+60+8) - (20+20)"
+
+
+def mss_floor_lines(mtu, syn_mss, socks, ts):
+    """Why the SYN's MSS option is not min(MTU, 65535) - 40, when it is not (an MTU below 296):
+    the kernel's floors, from its source, beside what ss measured on this connection; [] when
+    it is.  The kernel's rules (read in upstream patches to these functions, 2019-2025; on
+    6.18.44 at MTU 68 ss showed exactly these values): ipv4_default_advmss() in
+    net/ipv4/route.c announces max(route MTU - 40, min_adv_mss); __tcp_mtu_to_mss() in
+    net/ipv4/tcp_output.c sends at most max(path MTU - 40, tcp_min_snd_mss), less the options
+    (tcp_mtu_to_mss()); tcp_initialize_rcv_mss() in net/ipv4/tcp_input.c guesses rcvmss at
+    least TCP_MIN_MSS.  The defaults are assumed: the unit does not record these sysctls."""
+    plain = min(mtu, 65535) - 40
+    if syn_mss is None or syn_mss == plain:
+        return []
+    if syn_mss != max(plain, MIN_ADV_MSS):
+        return [f"  the SYN's MSS {syn_mss} is neither MTU - 40 ({plain}) nor the kernel's floor "
+                f"{MIN_ADV_MSS}: not explained here"]
+    opts = 12 if ts else 0
+    send = max(plain, MIN_SND_MSS)
+    seen = "/".join(str(m) for m in sorted({s["mss"] for s in socks}))
+    rcv = "/".join(str(m) for m in sorted({s["rcvmss"] for s in socks}))
+    out = [f"  why {syn_mss}, not {plain}: each end announces at least "
+           f"net.ipv4.route.min_adv_mss ({MIN_ADV_MSS} by default):",
+           "    ipv4_default_advmss() in net/ipv4/route.c takes max(route MTU - 40, min_adv_mss)",
+           "  what each end sends still follows the MTU: __tcp_mtu_to_mss() in "
+           "net/ipv4/tcp_output.c takes",
+           f"    max(MTU - 40, net.ipv4.tcp_min_snd_mss {MIN_SND_MSS}) - {opts} B of options "
+           f"= {send - opts} (ss's mss below: {seen})"]
+    if send + 40 > mtu:
+        out.append(f"    so a full segment is {send + 40} B, IP-fragmented on this MTU {mtu} "
+                   "(docs/wire.md, \"Small MTUs\")")
+    out += [f"  ss's rcvmss {rcv}: the receiver's first guess of the peer's MSS is at least "
+            f"TCP_MIN_MSS {TCP_MIN_MSS}",
+            "    (tcp_initialize_rcv_mss() in net/ipv4/tcp_input.c)"]
+    return out
+
+
 def ss_rows(label, socks):
     return [f"  {label + ' ' + s['local']:<34} {s['mss']:>6} {s['advmss']:>7} {s['rcvmss']:>7} "
             f"{s['pmtu']:>6}" for s in socks]
@@ -85,11 +125,13 @@ def build(rawroot, outdir):
               f"  {'link MTU':<22} {mtu:>8} {lo_link['mtu']:>9}",
               f"  {'SYN (client)':<22} {w['mss']['syn']:>8} {lo['mss']['syn']:>9}",
               f"  {'SYN-ACK (server)':<22} {w['mss']['synack']:>8} {lo['mss']['synack']:>9}",
-              f"  {'min(MTU, 65535) - 40':<22} {min(mtu, 65535) - 40:>8} {min(lo_link['mtu'], 65535) - 40:>9}", "",
+              f"  {'min(MTU, 65535) - 40':<22} {min(mtu, 65535) - 40:>8} {min(lo_link['mtu'], 65535) - 40:>9}"]
+    ts = all("ts" in p["opts"].split(",") for c in (w, lo) for p in (c["syn"], c["synack"]))
+    lines += mss_floor_lines(mtu, w["mss"]["syn"], w["ss"], ts) + [
+              "",
               "ss -tin while both connections were held (raw/.../ss-*.txt, lo-ss.txt):",
               f"  {'socket':<34} {'mss':>6} {'advmss':>7} {'rcvmss':>7} {'pmtu':>6}"]
     lines += ss_rows("wire", w["ss"]) + ss_rows("lo", lo["ss"])
-    ts = all("ts" in p["opts"].split(",") for c in (w, lo) for p in (c["syn"], c["synack"]))
     lines += [f"  timestamps in both SYN and SYN-ACK: {'yes' if ts else 'no'}", ""]
     t0 = w["start_ns"]
     notes = [(w["end_ns"], f"client: connect() returned {w['errno'] or w['result']}")]
