@@ -444,8 +444,9 @@ unit_log_start() {
 	mkdir -p "$TMPDIR_RUN/log"
 	rm -f "$log.fifo"
 	mkfifo "$log.fifo"
-	awk -v f="$log.txt" '{ print > f; fflush(f); print > "/dev/stderr"; fflush("/dev/stderr") }' \
-		< "$log.fifo" &
+	# the file name through the environment: awk -v would read backslash escapes in it (--out)
+	TL_LOG=$log.txt awk '{ print > ENVIRON["TL_LOG"]; fflush(ENVIRON["TL_LOG"]); print > "/dev/stderr"
+		fflush("/dev/stderr") }' < "$log.fifo" &
 	LOG_PID[$1]=$!
 }
 

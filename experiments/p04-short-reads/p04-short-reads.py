@@ -261,15 +261,16 @@ def picture(parts, lenv, lowat, path, kernel):
                       f"title 'asked ({lenv})'"
                       + (f", {lowat} with lines dashtype 3 lw 2 lc rgb '#008000' "
                          f"title 'SO_RCVLOWAT ({lowat})'" if part == "rcvlowat" else "") + "\n")
-    script = ("set terminal svg size 1200,640 dynamic font 'sans,11' noenhanced\n"
-              "set output '{out}'\n"
-              + "".join(blocks) +
-              f"set multiplot layout 2,3 title 'bytes each recv() returned, kernel {kernel}' "
+    title = t.gnuplot_str(f"bytes each recv() returned, kernel {kernel}")  # raw data: a string
+    script = ("".join(blocks) +
+              f"set multiplot layout 2,3 title {title} "
               "noenhanced\nset grid ytics\nset key top center horizontal opaque\nset boxwidth 0.8\n"
               "set xlabel 'recv() call'\nset ylabel 'bytes'\n"
               f"set yrange [0:{int(lenv * 1.4)}]\nset xrange [0:*]\n" + "".join(panels) +
               "unset multiplot\n")
-    return t.tool_svg(path, lambda out: (["gnuplot"], script.replace("{out}", out)))
+    return t.tool_svg(path, lambda out: (["gnuplot"], "set terminal svg size 1200,640 dynamic "
+                                         f"font 'sans,11' noenhanced\nset output "
+                                         f"{t.gnuplot_str(out)}\n" + script))
 
 
 def read_run(rawdir):

@@ -307,8 +307,7 @@ def plot(outdir, backends, refused_fd_setsize, active, size):
                    f"graph 1 nohead dashtype 2\nset label 1 'FD_SETSIZE {refused_fd_setsize}:"
                    f" select stops' at {refused_fd_setsize}, graph 0.05 offset 0.5,0 "
                    "noenhanced\n")
-    script = ("set terminal svg size 1000,420 dynamic font 'sans,12'\n"
-              "set output '{out}'\n" + "".join(blocks) +
+    script = ("".join(blocks) +
               f"set multiplot layout 1,2 title 'echo server, {active} active connections, {size} B "
               "request/response'\nset grid\n"
               "set xlabel 'idle connections (K)'\nset xrange [-100:*]\nset yrange [0:*]\n" +
@@ -317,7 +316,9 @@ def plot(outdir, backends, refused_fd_setsize, active, size):
               "set key left top\nset ylabel 'p99 latency (us)'\nset title 'p99 latency'\n"
               "plot " + ", ".join(plots_p99) + "\nunset multiplot\n")
     tmp, why = t.tool_svg(os.path.join(outdir, NAME + ".svg"),
-                          lambda out: (["gnuplot"], script.replace("{out}", out)))
+                          lambda out: (["gnuplot"], "set terminal svg size 1000,420 dynamic "
+                                       f"font 'sans,12'\nset output {t.gnuplot_str(out)}\n"
+                                       + script))
     if tmp is None:
         return None, f"plot: {why}"
     # renamed by build() only once the .txt and .json are written: a refusal leaves the old set

@@ -741,31 +741,43 @@ def write_outputs(outdir, name, lines, obj, made=None):
 
 
 TOOL_TIMEOUT_S = 60
+# The one file name a drawing tool is given: it writes this in its own private directory.
+DRAWN = "picture.svg"
 
 
 def tool_svg(path, make):
-    """A picture drawn by a Debian tool (gnuplot, mscgen) into a temporary file beside path:
-    make(tmp) gives (argv, stdin text) for a tool that writes tmp.  Returns (tmp, None) — the
-    report renames it with write_outputs(made=) — or (None, why) when the tool is not installed
-    ("gnuplot not found"), fails or writes nothing: a picture never fails a report."""
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    """A picture drawn by a Debian tool (gnuplot, mscgen) for path: make(DRAWN) gives (argv,
+    stdin text) for a tool that writes DRAWN in its current directory.  The tool runs in a
+    private directory (mkdtemp, 0700, beside path), which is its only path: no part of path (the
+    user's --out, or the current directory of an installed tcplab) ever reaches it, as an
+    argument or as code in its script (a quote there was gnuplot code; a '?' cut mscgen's -o).
+    Returns (tmp, None), tmp a temporary file beside path that the report renames with
+    write_outputs(made=), or (None, why) when the tool is not installed ("gnuplot not found"),
+    fails or writes nothing: a picture never fails a report."""
+    d = os.path.dirname(path) or "."
+    os.makedirs(d, exist_ok=True)
     fd, tmp = _tmp_for(path)
     os.close(fd)
+    # .NAME.XXXX.tmp-PID, as _tmp_for's: run.sh removes what a killed report left
+    work = tempfile.mkdtemp(dir=d, prefix="." + os.path.basename(path) + ".",
+                            suffix=f".tmp-{os.getpid()}")
     try:
-        argv, text = make(tmp)
+        argv, text = make(DRAWN)
         prog = shutil.which(argv[0])
         if prog is None:
             raise _NoPicture(f"{argv[0]} not found")
         try:
             r = subprocess.run([prog] + list(argv[1:]), input=text, capture_output=True,
-                               text=True, timeout=TOOL_TIMEOUT_S)
+                               text=True, timeout=TOOL_TIMEOUT_S, cwd=work)
         except subprocess.TimeoutExpired:
             raise _NoPicture(f"{argv[0]} failed: still running after {TOOL_TIMEOUT_S} s") from None
         except OSError as e:
             raise _NoPicture(f"{argv[0]} failed: {e.strerror}") from None
-        if r.returncode != 0 or os.path.getsize(tmp) == 0:
+        drawn = os.path.join(work, DRAWN)
+        if r.returncode != 0 or not os.path.isfile(drawn) or os.path.getsize(drawn) == 0:
             last = (r.stderr.strip().splitlines() or [f"exit {r.returncode}, no output"])[-1]
             raise _NoPicture(f"{argv[0]} failed: {last[:200]}")
+        os.replace(drawn, tmp)
         return tmp, None
     except _NoPicture as e:
         os.unlink(tmp)
@@ -773,6 +785,16 @@ def tool_svg(path, make):
     except BaseException:
         os.unlink(tmp)
         raise
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def gnuplot_str(text):
+    """text as a gnuplot string constant: single-quoted, where gnuplot substitutes nothing
+    (a double-quoted one runs `backquotes` as shell commands), its quotes doubled, what is not
+    printable (a newline would end the command) written as an escape: \\n, \\x01."""
+    text = "".join(c if c.isprintable() else ascii(c)[1:-1] for c in str(text))
+    return "'" + text.replace("'", "''") + "'"
 
 
 class _NoPicture(Exception):

@@ -482,14 +482,16 @@ def syn_plot(runs, path, kernel):
         blocks.append(f"$seen{i} << EOD\n" + "".join(f"{k} {x}\n" for k, x in enumerate(seen)) +
                       f"EOD\n$want{i} << EOD\n" + "".join(f"{k} {x}\n" for k, x in enumerate(want)) +
                       "EOD\n")
-        panels.append(f"set title {_q(title)} noenhanced\n"
+        panels.append(f"set title {t.gnuplot_str(title)} noenhanced\n"
                       f"plot $want{i} using 1:2 with linespoints dashtype 2 pointtype 6 "
                       f"pointsize 1.2 title 'expected (sysctls)', $seen{i} using 1:2 with points "
                       "pointtype 7 pointsize 0.8 title 'observed (capture)'\n")
-    script = ("set terminal svg size 1000,420 dynamic font 'sans,12'\n"
-              "set output '{out}'\n" + "".join(blocks) +
-              f"set multiplot layout 1,{len(runs)} title {_q(f'SYN schedule, kernel {kernel}')} "
+    script = ("".join(blocks) +
+              f"set multiplot layout 1,{len(runs)} title "
+              f"{t.gnuplot_str(f'SYN schedule, kernel {kernel}')} "
               "noenhanced\nset grid\nset key left top\nset xlabel 'SYN (0 = the first)'\n"
               "set ylabel 's from connect()'\nset xtics 1\nset yrange [0:*]\n" +
               "".join(panels) + "unset multiplot\n")
-    return t.tool_svg(path, lambda out: (["gnuplot"], script.replace("{out}", out)))
+    return t.tool_svg(path, lambda out: (["gnuplot"], "set terminal svg size 1000,420 dynamic "
+                                         f"font 'sans,12'\nset output {t.gnuplot_str(out)}\n"
+                                         + script))
