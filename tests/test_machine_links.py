@@ -356,17 +356,28 @@ def test_keep_to_dev_full_fails_with_one_line(bindir, netns):
 
 # ---- what reads the lines: tcplab.read_machine, the p01-machine report, the diff -------------
 
-REF = os.path.join(TOP, "outputs", "6.18.44-fc-v782", "raw", "p01-machine")
+REF = os.path.join(TOP, "outputs", "6.18.44-fc-v1045", "raw", "p01-machine")
 DIFF = os.path.join(TOP, "experiments", "tools", "tcplab_diff.py")
+
+
+def older_copy(raw):
+    """The reference p01-machine raw directory copied to raw/p01-machine without its link=
+    lines: a machine.txt as machine printed it before it listed links.  Its path."""
+    import shutil
+    shutil.copytree(REF, raw / "p01-machine")
+    path = raw / "p01-machine" / "machine.txt"
+    lines = path.read_text().splitlines(keepends=True)
+    assert [x for x in lines if x.startswith("link=lo ")], "the reference lists no lo link"
+    path.write_text("".join(x for x in lines if not x.startswith("link=")))
+    return path
 
 
 @pytest.fixture
 def raw_with_links(bindir, tmp_path):
-    """The reference p01-machine raw directory with the kept dump's link lines added, as a
-    machine of this version prints them (after the sysctls)."""
-    import shutil
+    """The reference p01-machine raw directory, its own link lines replaced by the kept dump's,
+    as a machine of this version prints them (after the sysctls)."""
     raw = tmp_path / "raw"
-    shutil.copytree(REF, raw / "p01-machine")
+    older_copy(raw)
     r = machine(bindir, "-r", ROOT61, "-l", os.path.join(NL, "links.bin"))
     with open(raw / "p01-machine" / "machine.txt", "a") as f:
         f.write("".join(x + "\n" for x in r.stdout.splitlines() if x.startswith("link=")))
@@ -378,11 +389,11 @@ def report(raw, out):
                            str(raw), str(out)], capture_output=True, text=True, timeout=20)
 
 
-def test_read_machine_keeps_the_links_apart(raw_with_links):
+def test_read_machine_keeps_the_links_apart(raw_with_links, tmp_path):
     import tcplab
     path = str(raw_with_links / "p01-machine" / "machine.txt")
     info, sysctls = tcplab.read_machine(path)
-    old, old_sysctls = tcplab.read_machine(os.path.join(REF, "machine.txt"))
+    old, old_sysctls = tcplab.read_machine(str(older_copy(tmp_path / "old")))
     assert (dict(info), sysctls) == (dict(old), old_sysctls)   # no key taken over by a link
     assert old.links == []
     assert [(x["link"], x["mtu"], x["qdisc"]) for x in info.links] == \
@@ -407,9 +418,8 @@ def test_report_lists_the_links(raw_with_links, tmp_path):
 
 
 def test_report_of_an_older_machine_txt_says_none(tmp_path):
-    import shutil
     raw = tmp_path / "raw"
-    shutil.copytree(REF, raw / "p01-machine")
+    older_copy(raw)
     r = report(raw, tmp_path / "out")
     assert r.returncode == 0, r.stderr
     assert json.loads((tmp_path / "out" / "p01-machine.json").read_text())["links"] == []

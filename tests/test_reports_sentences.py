@@ -92,7 +92,7 @@ def test_committed_connect_time_sentences(raw, tmp_path):
 
 
 def craft(tmp_path, overflows, drops, retrans, over, absent=()):
-    src = os.path.join(OUT, "6.18.44-fc-v782", "raw", "p01-connect-time")
+    src = os.path.join(OUT, "6.18.44-fc-v1045", "raw", "p01-connect-time")
     raw = tmp_path / "raw"
     shutil.copytree(src, raw / "p01-connect-time")
     d = raw / "p01-connect-time"
@@ -144,7 +144,7 @@ def test_checker_catches_the_old_sentence():
 
 
 def test_accept_path_verdict_cites_the_burst_block(tmp_path):
-    raw = os.path.join(OUT, "6.18.44-fc-v782", "raw")
+    raw = os.path.join(OUT, "6.18.44-fc-v1045", "raw")
     text = report(raw, tmp_path, "accept-path")
     m = re.search(r"Accept queue overflow: (\d+) ListenOverflows in the burst; (\d+) of (\d+) "
                   r"connects took over 900 ms, TCPSynRetrans (\d+)", text)
