@@ -411,8 +411,8 @@ def test_every_signal_trap_ends_in_its_own_close_paren():
                 line = text.count("\n", 0, m.start()) + 1
                 bad.append(f"{os.path.relpath(path, TOP)}:{line}: {m.group(0).strip()}")
     assert seen >= 3 and not bad, "\n".join(bad)
-    for lib in ("runstate.sh", "vm.sh"):
-        with open(os.path.join(TOP, "experiments", "lib", lib)) as f:
+    for lib in ("lib/runstate.sh", "guest/vm.sh"):
+        with open(os.path.join(TOP, "experiments", lib)) as f:
             assert re.search(r"^\s*rs_trap_signals (rs_)?on_signal ", f.read(), re.M), lib
 
 
