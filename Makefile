@@ -99,7 +99,7 @@ $(BUILD)/bin/capture: PROBE_LIBS := $(PCAP_LIBS)
 # live test has namespaces of its own, so their timer waits overlap); the tests of one
 # expensive shared setup go to one worker (--dist loadgroup, tests/conftest.py), so it runs once.
 JOBS    ?= 6
-XDIST   := $(shell $(PYTHON) -c 'import xdist' 2> /dev/null && echo -n $(JOBS) --dist loadgroup)
+XDIST   := $(shell $(PYTHON) -c 'import xdist' 2> /dev/null && echo --numprocesses=$(JOBS) --dist loadgroup)
 PYTEST  := $(PYTHON) -m pytest -q $(XDIST) -p no:cacheprovider
 test: all
 	$(PYTEST) -m "not slow" tests $(PYTEST_ARGS)
