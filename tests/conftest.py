@@ -128,4 +128,39 @@ def in_ns(ns, argv):
     return ["ip", "netns", "exec", ns] + list(argv)
 
 
+# ---- runs that the tests of several experiments read: one per session --------------------------
+# shared_setup_group() gives all the tests of each to one xdist worker, so each runs once.
+
+P01_CONNECTS = 300   # connects per batch: enough for exact counter equalities, quick on a busy machine
+P01_QUICK_UNITS = ("p01-synretry", "p01-timeout", "p01-connect-time", "p01-machine", "p01-strace")
+WIRE_FAULT_UNITS = ("p01-icmp-unreachable", "p01-rst-middlebox", "p01-close-synsent-late")
+
+
+def _run_sh(out, units, timeout, env=None):
+    r = subprocess.run([os.path.join(TOP, "run.sh"), "--out", str(out), *units],
+                       capture_output=True, text=True, env=env, timeout=timeout)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return out
+
+
+@pytest.fixture(scope="session")
+def p01_quick_out(tmp_path_factory, bindir):
+    """One ./run.sh of the five quick loopback p01 units, TL_CONNECTS=P01_CONNECTS
+    (tests/test_p01_*.py, tests/test_run_default_set.py)."""
+    env = dict(os.environ, TL_CONNECTS=str(P01_CONNECTS))
+    return _run_sh(tmp_path_factory.mktemp("out"), P01_QUICK_UNITS, 120, env)
+
+
+@pytest.fixture(scope="session")
+def connect_out(tmp_path_factory, bindir):
+    """One ./run.sh of p01-wire-connect (its tests, and p01-wire-netem's report on its raw files)."""
+    return _run_sh(tmp_path_factory.mktemp("p01-wire-connect"), ["p01-wire-connect"], 120)
+
+
+@pytest.fixture(scope="session")
+def wire_faults_out(tmp_path_factory, bindir):
+    """The three wire-fault units, run once by run.sh (side by side, each on its own wire)."""
+    return _run_sh(tmp_path_factory.mktemp("wire-faults"), WIRE_FAULT_UNITS, 180)
+
+
 from tcplab import kv  # noqa: E402,F401  (tests import it from here)

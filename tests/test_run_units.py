@@ -413,3 +413,13 @@ def test_netns_2_gives_the_unit_a_second_namespace(tmp_path, bindir):
     ns2 = (out / "raw" / "t-two" / "ns2.txt").read_text().strip()
     assert ns2.endswith("-ns2") and "UP" in (out / "raw" / "t-two" / "lo.txt").read_text()
     assert not os.path.exists(f"/run/netns/{ns2}")
+
+
+def test_every_experiment_has_its_test_file():
+    """A maintainer finds an experiment's tests by its name: tests/test_<report>.py, '-' as '_',
+    for every report in the unit table (docs/design.md, "Layout")."""
+    reports = {u["report"] for u in tcplab.read_units() if u["report"] is not None}
+    assert len(reports) >= 20
+    missing = [r for r in sorted(reports)
+               if not os.path.isfile(os.path.join(TOP, "tests", f"test_{r.replace('-', '_')}.py"))]
+    assert missing == [], missing

@@ -1,0 +1,62 @@
+"""What the tests of the p01 units share: a unit's outputs read back, a unit run by run.sh, and
+a wire-fault report run on the raw files of a reference run (tests/data/reports/<unit>/).  The
+runs that several experiments' tests read are session fixtures in tests/conftest.py."""
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+
+from conftest import TOP
+
+RUN = os.path.join(TOP, "run.sh")
+PY = "/usr/bin/python3"
+EXP = os.path.join(TOP, "experiments")
+DATA = os.path.join(TOP, "tests", "data", "reports")
+
+
+def load(out, name):
+    with open(os.path.join(out, name + ".json")) as f:
+        return json.load(f)
+
+
+def text(out, unit):
+    with open(os.path.join(out, unit + ".txt")) as f:
+        return f.read()
+
+
+def run_unit(d, *args, timeout=120):
+    r = subprocess.run([RUN, "--out", str(d), *args], capture_output=True, text=True,
+                       timeout=timeout)
+    return r
+
+
+def unit_out(tmp_path_factory, unit):
+    """UNIT run once by run.sh into a fresh directory, which must succeed."""
+    d = tmp_path_factory.mktemp(unit)
+    r = run_unit(d, unit)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return d
+
+
+def report_module(unit):
+    spec = importlib.util.spec_from_file_location(unit.replace("-", "_"),
+                                                  os.path.join(EXP, unit, unit + ".py"))
+    m = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(m)
+    return m
+
+
+def run_report(unit, rawroot, outdir):
+    return subprocess.run([PY, os.path.join(EXP, unit, unit + ".py"), str(rawroot),
+                           str(outdir)], capture_output=True, text=True, timeout=60)
+
+
+def replay(tmp_path, unit, edit=None):
+    raw = tmp_path / "raw"
+    shutil.copytree(os.path.join(DATA, unit), raw / unit)
+    if edit:
+        edit(raw / unit)
+    out = tmp_path / "out"
+    out.mkdir()
+    return run_report(unit, raw, out), out
