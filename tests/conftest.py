@@ -131,7 +131,8 @@ def in_ns(ns, argv):
 # ---- runs that the tests of several experiments read: one per session --------------------------
 # shared_setup_group() gives all the tests of each to one xdist worker, so each runs once.
 
-P01_CONNECTS = 300   # connects per batch: enough for exact counter equalities, quick on a busy machine
+# connects per batch: enough for exact counter equalities, quick on a busy machine
+P01_CONNECTS = 300
 P01_QUICK_UNITS = ("p01-synretry", "p01-timeout", "p01-connect-time", "p01-machine", "p01-strace")
 WIRE_FAULT_UNITS = ("p01-icmp-unreachable", "p01-rst-middlebox", "p01-close-synsent-late")
 
@@ -153,7 +154,7 @@ def p01_quick_out(tmp_path_factory, bindir):
 
 @pytest.fixture(scope="session")
 def connect_out(tmp_path_factory, bindir):
-    """One ./run.sh of p01-wire-connect (its tests, and p01-wire-netem's report on its raw files)."""
+    """One ./run.sh of p01-wire-connect: its tests, and p01-wire-netem's report on its raw files."""
     return _run_sh(tmp_path_factory.mktemp("p01-wire-connect"), ["p01-wire-connect"], 120)
 
 
@@ -161,6 +162,14 @@ def connect_out(tmp_path_factory, bindir):
 def wire_faults_out(tmp_path_factory, bindir):
     """The three wire-fault units, run once by run.sh (side by side, each on its own wire)."""
     return _run_sh(tmp_path_factory.mktemp("wire-faults"), WIRE_FAULT_UNITS, 180)
+
+
+@pytest.fixture(scope="session")
+def guest61(bindir, tmp_path_factory):
+    """One 6.1 boot for the whole session: (rawroot, vm.txt as a dict, the report's JSON)
+    (tests/test_kernel_matrix.py, tests/test_vm_selftest.py; tests/guest_boot.py)."""
+    import guest_boot
+    return guest_boot.boot_guest61(tmp_path_factory)
 
 
 from tcplab import kv  # noqa: E402,F401  (tests import it from here)

@@ -417,8 +417,9 @@ def test_netns_2_gives_the_unit_a_second_namespace(tmp_path, bindir):
 
 def test_every_experiment_has_its_test_file():
     """A maintainer finds an experiment's tests by its name: tests/test_<report>.py, '-' as '_',
-    for every report in the unit table (docs/design.md, "Layout")."""
-    reports = {u["report"] for u in tcplab.read_units() if u["report"] is not None}
+    for every report in the unit table, and tests/test_<unit>.py for a unit with no report
+    (vm-selftest) (docs/design.md, "Layout")."""
+    reports = {u["report"] or u["unit"] for u in tcplab.read_units()}
     assert len(reports) >= 20
     missing = [r for r in sorted(reports)
                if not os.path.isfile(os.path.join(TOP, "tests", f"test_{r.replace('-', '_')}.py"))]
