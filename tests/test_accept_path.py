@@ -10,7 +10,8 @@ import subprocess
 
 import pytest
 
-from conftest import TOP, kv
+from conftest import kv
+from unit_live import collect_and_report
 from lab_proc import Proc, run_in_ns
 
 PROGRAMS = ["accept_latency", "accept_server", "accept_client"]
@@ -120,15 +121,7 @@ def test_slow_accept_overflows_into_syn_retransmissions(netns, bindir, tmp_path)
 
 @pytest.mark.netns
 def test_unit_and_report(netns, bindir, tmp_path):
-    raw = tmp_path / "raw"
-    env = dict(os.environ, TL_BIN=bindir)
-    r = subprocess.run(["ip", "netns", "exec", netns, "sh",
-                        os.path.join(TOP, "experiments", "accept-path", "accept-path.sh"), raw / "accept-path"],
-                       capture_output=True, text=True, timeout=60, env=env)
-    assert r.returncode == 0, r.stderr
-    r = subprocess.run(["/usr/bin/python3", os.path.join(TOP, "experiments", "accept-path", "accept-path.py"),
-                        raw, tmp_path / "out"], capture_output=True, text=True, timeout=30)
-    assert r.returncode == 0, r.stderr
+    collect_and_report(netns, bindir, tmp_path, "accept-path")
     obj = json.loads((tmp_path / "out" / "accept-path.json").read_text())
     assert set(obj["phases"]) == {"fast", "burst", "steady"}
     burst = obj["phases"]["burst"]

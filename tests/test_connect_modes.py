@@ -9,7 +9,8 @@ import subprocess
 
 import pytest
 
-from conftest import TOP, kv
+from conftest import kv
+from unit_live import collect_and_report
 from lab_proc import Proc, run_in_ns
 
 MODES = ["so-error", "poll-only", "wait-so-error", "so-type", "blocking"]
@@ -98,15 +99,7 @@ def test_refused_connect_is_a_result_not_a_crash(netns, bindir):
 
 @pytest.mark.netns
 def test_unit_and_report(netns, bindir, tmp_path):
-    raw = tmp_path / "raw"
-    env = dict(os.environ, TL_BIN=bindir)
-    r = subprocess.run(["ip", "netns", "exec", netns, "sh",
-                        os.path.join(TOP, "experiments", "connect-modes", "connect-modes.sh"), raw / "connect-modes"],
-                       capture_output=True, text=True, timeout=60, env=env)
-    assert r.returncode == 0, r.stderr
-    r = subprocess.run(["/usr/bin/python3", os.path.join(TOP, "experiments", "connect-modes", "connect-modes.py"),
-                        raw, tmp_path / "out"], capture_output=True, text=True, timeout=30)
-    assert r.returncode == 0, r.stderr
+    collect_and_report(netns, bindir, tmp_path, "connect-modes")
     text = (tmp_path / "out" / "connect-modes.txt").read_text()
     obj = json.loads((tmp_path / "out" / "connect-modes.json").read_text())
     assert list(obj["modes"]) == MODES

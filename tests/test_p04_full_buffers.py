@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from unit_replay import Report, drop_line, window, params, RUN, REF
+from unit_replay import Report, drop_line, window, REF
 
 NAME = "p04-full-buffers"
 R = Report(NAME)
@@ -149,33 +149,14 @@ def check_retries2(j, prm):
     assert last["retrans"] == r2
 
 
-def check_all(out, raw):
-    j = load(out)
-    prm = params(raw)
-    check_buffers(j)
-    check_zero_window(j)
-    check_probes(j)
-    check_ratelimit(j)
-    check_fill(j, prm)
-    check_usertimeout(j, prm)
-    check_retries2(j, prm)
-    return j
+check_all = R.checks(check_buffers, check_zero_window, check_probes, check_ratelimit, check_fill,
+                     check_usertimeout, check_retries2)
 
 
 # ---- the committed reference, replayed -----------------------------------------------------
 
-@pytest.fixture(scope="module")
-def ref_out(tmp_path_factory):
-    return R.replay(tmp_path_factory)
-
-
-def test_reference_kernel_facts(ref_out):
-    check_all(str(ref_out), os.path.join(REF, "raw", NAME))
-
-
-def test_reference_report_is_the_committed_one(ref_out):
-    """The committed .txt and .json are what the report makes of the committed raw/."""
-    R.assert_committed(ref_out)
+ref_out, test_reference_kernel_facts, test_reference_report_is_the_committed_one = \
+    R.reference_tests(check_all)
 
 
 def test_reference_ss_agrees_with_the_fixture():
@@ -237,11 +218,6 @@ def test_fixture_bad_input(bindir, argv, word):
 
 # ---- a live run ------------------------------------------------------------------------------
 
-@pytest.mark.netns
-def test_live_run_kernel_facts(tmp_path, bindir):
-    r = subprocess.run([RUN, "--out", str(tmp_path), NAME], capture_output=True, text=True,
-                       timeout=150)
-    assert r.returncode == 0, r.stderr[-3000:]
-    check_all(str(tmp_path), os.path.join(tmp_path, "raw", NAME))
+test_live_run_kernel_facts = R.live_test(check_all, timeout=150)
 
 

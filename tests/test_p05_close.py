@@ -11,7 +11,7 @@ import subprocess
 
 import pytest
 
-from unit_replay import Report, drop_line, replace, params, PY, RUN, REF
+from unit_replay import Report, drop_line, replace, PY, REF
 
 NAME = "p05-close"
 R = Report(NAME)
@@ -182,32 +182,14 @@ def check_shutdown(j, prm):
         assert p[side]["TcpOutRsts"] == 0
 
 
-def check_all(out, raw):
-    j = load(out)
-    prm = params(raw)
-    check_orderly(j, prm)
-    check_unread_survives(j, prm)
-    check_lost(j, prm)
-    check_sendfirst(j, prm)
-    check_linger0(j, prm)
-    check_shutdown(j, prm)
-    return j
+check_all = R.checks(check_orderly, check_unread_survives, check_lost, check_sendfirst,
+                     check_linger0, check_shutdown)
 
 
 # ---- the committed reference, replayed -----------------------------------------------------
 
-@pytest.fixture(scope="module")
-def ref_out(tmp_path_factory):
-    return R.replay(tmp_path_factory)
-
-
-def test_reference_kernel_facts(ref_out):
-    check_all(str(ref_out), os.path.join(REF, "raw", NAME))
-
-
-def test_reference_report_is_the_committed_one(ref_out):
-    """The committed .txt and .json are what the report makes of the committed raw/."""
-    R.assert_committed(ref_out)
+ref_out, test_reference_kernel_facts, test_reference_report_is_the_committed_one = \
+    R.reference_tests(check_all)
 
 
 def test_reference_ladders(ref_out):
@@ -264,9 +246,4 @@ def test_report_usage():
 
 # ---- a live run ------------------------------------------------------------------------------
 
-@pytest.mark.netns
-def test_live_run_kernel_facts(tmp_path, bindir):
-    r = subprocess.run([RUN, "--out", str(tmp_path), NAME], capture_output=True, text=True,
-                       timeout=120)
-    assert r.returncode == 0, r.stderr[-3000:]
-    check_all(str(tmp_path), os.path.join(tmp_path, "raw", NAME))
+test_live_run_kernel_facts = R.live_test(check_all, timeout=120)

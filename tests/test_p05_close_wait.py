@@ -93,30 +93,19 @@ def check_sockstat_ss(j):
         assert len(cw) == 2 and all(s["timer"] is None for s in cw), when
 
 
-def check_all(out):
-    j = load(out)
-    check_orphan(j)
-    check_held(j)
-    check_close_wait(j)
-    check_sockstat_ss(j)
+check_all = R.checks(check_orphan, check_held, check_close_wait, check_sockstat_ss)
+
+
+def check_reference(out):
+    j = check_all(out)
+    assert j["sysctls"]["net.ipv4.tcp_fin_timeout"] == 60     # the unit runs at the default
     return j
 
 
 # ---- the committed reference, replayed -----------------------------------------------------
 
-@pytest.fixture(scope="module")
-def ref_out(tmp_path_factory):
-    return R.replay(tmp_path_factory)
-
-
-def test_reference_kernel_facts(ref_out):
-    j = check_all(str(ref_out))
-    assert j["sysctls"]["net.ipv4.tcp_fin_timeout"] == 60     # the unit runs at the default
-
-
-def test_reference_report_is_the_committed_one(ref_out):
-    """The committed .txt and .json are what the report makes of the committed raw/."""
-    R.assert_committed(ref_out)
+ref_out, test_reference_kernel_facts, test_reference_report_is_the_committed_one = \
+    R.reference_tests(check_reference)
 
 
 # ---- the report on bad raw input ------------------------------------------------------------
@@ -140,12 +129,7 @@ def test_report_refuses_bad_raw(tmp_path, edit, word):
 
 # ---- live: a run, and a run killed in the middle of its wait ---------------------------------
 
-@pytest.mark.netns
-def test_live_run_kernel_facts(tmp_path, bindir):
-    r = subprocess.run([RUN, "--out", str(tmp_path), NAME], capture_output=True, text=True,
-                       timeout=240)
-    assert r.returncode == 0, r.stderr[-3000:]
-    check_all(str(tmp_path))
+test_live_run_kernel_facts = R.live_test(check_all, timeout=240)
 
 
 def namespaces_of(pid):

@@ -7,11 +7,10 @@ tcp_fin_time(), the per-socket TCP_LINGER2 winning over the sysctl, the 3.5 RTO 
 TW/TWKilled split, and linger2 -1's RST with its two counters.  Then the report on bad raw
 input."""
 import os
-import subprocess
 
 import pytest
 
-from unit_replay import Report, drop_line, window, params, RUN, REF
+from unit_replay import Report, drop_line, window
 
 NAME = "p05-fin-wait2-timeout"
 R = Report(NAME)
@@ -120,30 +119,13 @@ def check_aborts(j):
     assert h["server_after"] == [] and h["server_counters"]["TcpEstabResets"] == 1
 
 
-def check_all(out, raw):
-    j = load(out)
-    prm = params(raw)
-    check_sysctl(j, prm)
-    check_linger2(j, prm)
-    check_floor(j, prm)
-    check_aborts(j)
-    return j
+check_all = R.checks(check_sysctl, check_linger2, check_floor, check_aborts)
 
 
 # ---- the committed reference, replayed -----------------------------------------------------
 
-@pytest.fixture(scope="module")
-def ref_out(tmp_path_factory):
-    return R.replay(tmp_path_factory)
-
-
-def test_reference_kernel_facts(ref_out):
-    check_all(str(ref_out), os.path.join(REF, "raw", NAME))
-
-
-def test_reference_report_is_the_committed_one(ref_out):
-    """The committed .txt and .json are what the report makes of the committed raw/."""
-    R.assert_committed(ref_out)
+ref_out, test_reference_kernel_facts, test_reference_report_is_the_committed_one = \
+    R.reference_tests(check_all)
 
 
 # ---- a socket followed by its cookie (issue 30) ----------------------------------------------
@@ -240,9 +222,4 @@ def test_report_refuses_a_client_that_sent_no_fin(tmp_path):
 
 # ---- a live run ------------------------------------------------------------------------------
 
-@pytest.mark.netns
-def test_live_run_kernel_facts(tmp_path, bindir):
-    r = subprocess.run([RUN, "--out", str(tmp_path), NAME], capture_output=True, text=True,
-                       timeout=150)
-    assert r.returncode == 0, r.stderr[-3000:]
-    check_all(str(tmp_path), os.path.join(tmp_path, "raw", NAME))
+test_live_run_kernel_facts = R.live_test(check_all, timeout=150)

@@ -8,11 +8,10 @@ rule, no reuse without timestamps, TCPTimeWaitOverflow, and the bind() 2x2.  The
 bad raw input."""
 import os
 import re
-import subprocess
 
 import pytest
 
-from unit_replay import Report, drop_line, replace, RUN
+from unit_replay import Report, drop_line, replace
 
 NAME = "p06-port-exhaustion"
 R = Report(NAME)
@@ -207,33 +206,14 @@ def check_bind(j):
                 assert r["ret"] == -1 and r["errno"] == "EADDRINUSE", (name, new)
 
 
-def check_all(out):
-    j = load(out)
-    check_sysctls(j)
-    check_rule(j)
-    check_exhaustion(j)
-    check_reuse(j)
-    check_nots(j)
-    check_buckets(j)
-    check_bound(j)
-    check_bind(j)
-    return j
+check_all = R.checks(check_sysctls, check_rule, check_exhaustion, check_reuse, check_nots,
+                     check_buckets, check_bound, check_bind)
 
 
 # ---- the committed reference, replayed -----------------------------------------------------
 
-@pytest.fixture(scope="module")
-def ref_out(tmp_path_factory):
-    return R.replay(tmp_path_factory)
-
-
-def test_reference_kernel_facts(ref_out):
-    check_all(str(ref_out))
-
-
-def test_reference_report_is_the_committed_one(ref_out):
-    """The committed .txt and .json are what the report makes of the committed raw/."""
-    R.assert_committed(ref_out)
+ref_out, test_reference_kernel_facts, test_reference_report_is_the_committed_one = \
+    R.reference_tests(check_all)
 
 
 def test_reference_ss_agrees_with_sockwatch(ref_out):
@@ -355,9 +335,4 @@ def test_capture_clock_offset_changes_no_verdict(tmp_path, shift_us):
 
 # ---- a live run ------------------------------------------------------------------------------
 
-@pytest.mark.netns
-def test_live_run_kernel_facts(tmp_path, bindir):
-    r = subprocess.run([RUN, "--out", str(tmp_path), NAME], capture_output=True, text=True,
-                       timeout=120)
-    assert r.returncode == 0, r.stderr[-3000:]
-    check_all(str(tmp_path))
+test_live_run_kernel_facts = R.live_test(check_all, timeout=120)

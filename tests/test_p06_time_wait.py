@@ -120,30 +120,13 @@ def check_sockstat(j):
         assert st["during"]["inuse"] == 0, side
 
 
-def check_all(out):
-    j = load(out)
-    check_who(j)
-    check_timer(j)
-    check_countdown(j)
-    check_counters(j)
-    check_sockstat(j)
-    return j
+check_all = R.checks(check_who, check_timer, check_countdown, check_counters, check_sockstat)
 
 
 # ---- the committed reference, replayed -------------------------------------------------------
 
-@pytest.fixture(scope="module")
-def ref_out(tmp_path_factory):
-    return R.replay(tmp_path_factory)
-
-
-def test_reference_kernel_facts(ref_out):
-    check_all(str(ref_out))
-
-
-def test_reference_report_is_the_committed_one(ref_out):
-    """The committed .txt and .json are what the report makes of the committed raw/."""
-    R.assert_committed(ref_out)
+ref_out, test_reference_kernel_facts, test_reference_report_is_the_committed_one = \
+    R.reference_tests(check_all)
 
 
 def test_reference_sysctls_are_recorded_flat():

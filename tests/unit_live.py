@@ -60,3 +60,16 @@ def replay(tmp_path, unit, edit=None):
     out = tmp_path / "out"
     out.mkdir()
     return run_report(unit, raw, out), out
+
+
+def collect_and_report(ns, bindir, tmp_path, unit):
+    """experiments/UNIT/UNIT.sh run by hand in namespace ns into tmp_path/raw/UNIT, then its
+    report into tmp_path/out; both must succeed.  Returns tmp_path/out."""
+    raw = tmp_path / "raw"
+    env = dict(os.environ, TL_BIN=bindir)
+    r = subprocess.run(["ip", "netns", "exec", ns, "sh", os.path.join(EXP, unit, unit + ".sh"),
+                        raw / unit], capture_output=True, text=True, timeout=60, env=env)
+    assert r.returncode == 0, r.stderr
+    r = run_report(unit, raw, tmp_path / "out")
+    assert r.returncode == 0, r.stderr
+    return tmp_path / "out"

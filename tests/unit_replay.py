@@ -8,6 +8,8 @@ import os
 import shutil
 import subprocess
 
+import pytest
+
 from conftest import TOP
 
 PY = "/usr/bin/python3"
@@ -93,6 +95,53 @@ class Report:
                            text=True, timeout=timeout)
         assert r.returncode == 0, r.stderr[-3000:]
         return str(tmp_path)
+
+    def checks(self, *checks):
+        """The module's check_all(out, raw=None): the report's JSON in out, each check run on it
+        in turn (a check of two arguments gets raw/params.txt too, params()); returns the JSON."""
+        def check_all(out, raw=None):
+            j = self.load(out)
+            prm = params(raw) if any(c.__code__.co_argcount == 2 for c in checks) else None
+            for check in checks:
+                check(j, prm) if check.__code__.co_argcount == 2 else check(j)
+            return j
+        return check_all
+
+    def check(self, check_all, out, root):
+        """check_all(out), or check_all(out, root/raw/NAME) where it also takes the raw directory
+        (the constants the run recorded): the kernel facts asserted on a report's output."""
+        if check_all.__code__.co_argcount == 1:
+            return check_all(str(out))
+        return check_all(str(out), os.path.join(root, "raw", self.name))
+
+    def reference_tests(self, check_all):
+        """The block every lifecycle test file shares, for the module to bind by these names:
+            ref_out, test_reference_kernel_facts, test_reference_report_is_the_committed_one = \\
+                R.reference_tests(check_all)
+        ref_out replays the report once per module on the committed raw/; check_all asserts the
+        kernel facts on it; its output must be the committed one."""
+        @pytest.fixture(scope="module")
+        def ref_out(tmp_path_factory):
+            return self.replay(tmp_path_factory)
+
+        def test_reference_kernel_facts(ref_out):
+            self.check(check_all, ref_out, self.ref)
+
+        def test_reference_report_is_the_committed_one(ref_out):
+            """The committed .txt and .json are what the report makes of the committed raw/."""
+            self.assert_committed(ref_out)
+
+        return ref_out, test_reference_kernel_facts, test_reference_report_is_the_committed_one
+
+    def live_test(self, check_all, timeout):
+        """test_live_run_kernel_facts for the module to bind: ./run.sh --out TMP NAME (root and
+        namespaces) succeeds within timeout s, and check_all holds on its output."""
+        @pytest.mark.netns
+        def test_live_run_kernel_facts(tmp_path, bindir):
+            out = self.live(tmp_path, timeout)
+            self.check(check_all, out, out)
+
+        return test_live_run_kernel_facts
 
 
 # Edits for Report.broken_copy: each returns edit(dir).
