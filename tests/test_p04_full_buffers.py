@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from unit_replay import Report, drop_line, window, REF
+from unit_replay import Report, drop_line, replace, window, REF
 
 NAME = "p04-full-buffers"
 R = Report(NAME)
@@ -189,9 +189,7 @@ def test_report_refuses_bad_raw(tmp_path, edit, word):
 
 
 def test_report_refuses_a_window_that_never_closed(tmp_path):
-    def edit(d):
-        p = d / "fill-capture.txt"
-        p.write_text(p.read_text().replace(" win=0 ", " win=1 "))
+    edit = replace("fill-capture.txt", " win=0 ", " win=1 ")
     r = report(broken_copy(tmp_path, edit), str(tmp_path))
     assert r.returncode == 1 and "never advertised a zero window" in r.stderr, r.stderr
 

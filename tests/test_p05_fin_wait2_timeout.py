@@ -10,7 +10,7 @@ import os
 
 import pytest
 
-from unit_replay import Report, drop_line, window
+from unit_replay import Report, drop_line, replace, window
 
 NAME = "p05-fin-wait2-timeout"
 R = Report(NAME)
@@ -213,9 +213,7 @@ def test_report_refuses_bad_raw(tmp_path, edit, word):
 
 
 def test_report_refuses_a_client_that_sent_no_fin(tmp_path):
-    def edit(d):
-        p = d / "sysctl-capture.txt"
-        p.write_text(p.read_text().replace(" flags=FA ", " flags=A "))
+    edit = replace("sysctl-capture.txt", " flags=FA ", " flags=A ")
     r = report(broken_copy(tmp_path, edit), str(tmp_path))
     assert r.returncode == 1 and "sent no FIN" in r.stderr, r.stderr
 
