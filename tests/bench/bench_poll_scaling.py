@@ -3,7 +3,7 @@
 bench(bindir) -> [(name, value, target, ok)]: value is a float (None when it could not be
 measured), target a string such as ">= 0.85" or None, ok True/False, or None when there is no
 target.  The helpers (namespace, server start with readiness polling, load runs) are shared with
-tests/test_lab_poll_scaling.py.  See docs/poll-scaling.md."""
+tests/test_poll_scaling.py.  See docs/poll-scaling.md."""
 import os
 import select
 import subprocess
