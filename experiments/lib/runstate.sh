@@ -114,6 +114,27 @@ rs_lock_out() {
 	printf 'out=%s\n' "$1" >> "$RS_RECORD"
 }
 
+# rs_refuse_nested DIR: die when DIR is inside, or contains, the output directory of another
+# live run (a record of RS_STATE whose lock is held): that run replaces raw/<unit> directories
+# whole, and would move or delete this run's files mid-run, or this run its (issue 30).
+rs_refuse_nested() {
+	local f fd o pid
+	for f in "$RS_STATE"/run.*; do
+		[ -f "$f" ] && [ ! -L "$f" ] && [ "$f" != "$RS_RECORD" ] || continue
+		{ exec {fd}< "$f"; } 2> /dev/null || continue
+		if flock -n "$fd"; then		# free: a dead run's, the reaper's business
+			exec {fd}<&-
+			continue
+		fi
+		exec {fd}<&-
+		pid=$(sed -n 's/^pid=//p' "$f" 2> /dev/null | head -n 1)
+		while IFS= read -r o; do
+			case $1/ in "$o"/?*) die $EXIT_FAIL "$1 is inside $o, the output directory of a live run (run.sh pid ${pid:-?}): use another --out" ;; esac
+			case $o/ in "$1"/?*) die $EXIT_FAIL "$1 contains $o, the output directory of a live run (run.sh pid ${pid:-?}): use another --out" ;; esac
+		done < <(sed -n 's/^out=//p' "$f" 2> /dev/null)
+	done
+}
+
 # Kill, in rounds while a dying unit script still starts new ones, the processes of run $1 that
 # sit in a user namespace other than ours (the unprivileged units: unshare -rn).  The run id is
 # 64 random bits; the namespace condition keeps it from ever touching a host process.  Prints how
@@ -264,6 +285,7 @@ rs_start() {
 		'HUP 129 "hung up"' 'QUIT 131 "quit"'
 	rs_lock_out "$OUT"
 	printf 'id=%s\npid=%s\nmode=%s\n' "$RS_RUN_ID" "$$" "${NS_MODE:-netns}" >> "$RS_RECORD"
+	rs_refuse_nested "$OUT"
 	rs_reap_stale
 	TMPDIR_RUN=$(mktemp -d "$OUT/.tmp-XXXXXXXX") || die $EXIT_FAIL "cannot make a directory in $OUT"
 	printf 'tmp=%s\n' "$TMPDIR_RUN" >> "$RS_RECORD"
@@ -276,6 +298,7 @@ rs_switch_out() {
 	dir=$(rs_check_out "$1") || exit
 	[ "$dir" = "$OUT" ] && return 0
 	rs_lock_out "$dir"
+	rs_refuse_nested "$dir"
 	OUT=$dir
 	rs_reap_tmp "$OUT"
 }
