@@ -166,8 +166,42 @@ INSTALL_SH := \
 		done; }; \
 	tl_put() { tl_dir "$$3" && install -m "$$1" "$$2" "$(DESTDIR)$$3" && echo "f $$3" >> "$$new"; }
 
+# The recipes below put PREFIX and DESTDIR into shell words, PREFIX into case patterns: a blank
+# split them (PREFIX="/tmp/victim dir" installed into /tmp/victim), a quote or another shell
+# metacharacter would change the commands, and a relative PREFIX, or one with a . or .. part, //
+# or a / at the end, lands outside $(DESTDIR)$(PREFIX) or writes a manifest uninstall refuses.
+# So install and uninstall take only plain paths: checked as make reads this file, before
+# anything is built or written, on their unexpanded text (a $ is refused too), and again as
+# their recipes expand (for an install made as another target's prerequisite).
+tl_comma := ,
+define tl_newline
+
+
+endef
+TL_PLAIN_CHARS := a b c d e f g h i j k l m n o p q r s t u v w x y z \
+	A B C D E F G H I J K L M N O P Q R S T U V W X Y Z 0 1 2 3 4 5 6 7 8 9 / . _ - + : @ $(tl_comma)
+# $(call tl_unplain,TEXT,CHARS): TEXT without the characters listed in CHARS
+tl_unplain = $(if $(2),$(call tl_unplain,$(subst $(firstword $(2)),,$(1)),$(wordlist 2,99,$(2))),$(1))
+# $(call tl_plain,VAR): non-empty if VAR's unexpanded text is only TL_PLAIN_CHARS; a blank left
+# over splits "[ ]" in two, so a blank is not plain either
+tl_plain = $(filter [],[$(call tl_unplain,$(value $(1)),$(TL_PLAIN_CHARS))])
+tl_show = $(1) '$(subst $(tl_newline),\n,$(value $(1)))'
+tl_unplain_msg = holds a blank or a shell metacharacter; choose a plain path (letters, digits and / . _ - + , : @)
+tl_odd_msg = is not a plain absolute path: start it with / and give it no . or .. part, no // and no / at the end
+tl_path_error = $(or \
+	$(if $(call tl_plain,PREFIX),,$(call tl_show,PREFIX) $(tl_unplain_msg)), \
+	$(if $(call tl_plain,DESTDIR),,$(call tl_show,DESTDIR) $(tl_unplain_msg)), \
+	$(if $(or $(filter-out /%,$(PREFIX)),$(filter %/,$(PREFIX)),$(findstring //,$(PREFIX)), \
+		$(filter . ..,$(subst /, ,$(PREFIX))),$(if $(PREFIX),,empty)),$(call tl_show,PREFIX) $(tl_odd_msg)))
+# $(call tl_check_paths,GOAL): make stops with one line if PREFIX or DESTDIR is not plain
+tl_check_paths = $(if $(tl_path_error),$(error make $(1): $(tl_path_error)))
+TL_PATH_GOAL := $(firstword $(filter install uninstall,$(MAKECMDGOALS)))
+ifneq ($(TL_PATH_GOAL),)
+$(call tl_check_paths,$(TL_PATH_GOAL))
+endif
+
 install: all
-	@$(INSTALL_SH); set -e; new=$$(mktemp); trap 'rm -f "$$new" "$$new.bin"' EXIT; \
+	@$(call tl_check_paths,$@)$(INSTALL_SH); set -e; new=$$(mktemp); trap 'rm -f "$$new" "$$new.bin"' EXIT; \
 	[ -z "$(DESTDIR)" ] || mkdir -p "$(DESTDIR)"; \
 	sed -e 's/^TCPLAB_INSTALLED=$$/TCPLAB_INSTALLED=1/' -e 's/^PROG=run\.sh$$/PROG=tcplab/' \
 		-e 's|\./run\.sh|tcplab|g' -e 's|^                \[|              [|' run.sh > "$$new.bin"; \
@@ -186,7 +220,7 @@ install: all
 
 # Only files under PREFIX, and directories under or above it that install made, are removed.
 uninstall:
-	@set -e; m="$(DESTDIR)$(MANIFEST)"; \
+	@$(call tl_check_paths,$@)set -e; m="$(DESTDIR)$(MANIFEST)"; \
 	[ -f "$$m" ] || { echo "make uninstall: no $$m: tcplab is not installed in $(DESTDIR)$(PREFIX)" >&2; exit 1; }; \
 	lines=$$(cat "$$m"); \
 	printf '%s\n' "$$lines" | while read -r kind path; do \

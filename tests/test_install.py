@@ -294,3 +294,100 @@ def test_uninstall_refuses_foreign_manifest(tmp_path):
     assert r.returncode != 0
     assert "bad line 'f /victim'" in r.stderr
     assert (dest / "victim").exists() and (share / "mine").exists()
+
+
+# ---- PREFIX and DESTDIR must be plain paths (issue 30, 2) ----------------------------------------
+# Before, a blank split PREFIX in the recipes: PREFIX="/tmp/victim dir" put the files flat into an
+# existing /tmp/victim, "/tmp/p fx" wrote each one over a plain file /tmp/p, and uninstall died of
+# a shell syntax error.  Now make stops as it reads the Makefile, before it builds or writes.
+
+UNPLAIN = "holds a blank or a shell metacharacter; choose a plain path"
+NOT_ABSOLUTE = "is not a plain absolute path"
+
+
+def make_with(target, **variables):
+    return subprocess.run(["make", "-C", TOP, "-s", target,
+                           *(f"{k}={v}" for k, v in variables.items())],
+                          capture_output=True, text=True, timeout=600)
+
+
+def assert_refused(r, target, variable, value, why=UNPLAIN):
+    """Refused in one line that names the variable and shows its value as given."""
+    assert r.returncode != 0, r.stdout[-500:]
+    assert len(r.stderr.splitlines()) == 1, r.stderr[-2000:]
+    assert f"make {target}: {variable} '{value}' {why}" in r.stderr, r.stderr[-2000:]
+
+
+def test_install_blank_prefix_beside_a_directory(tmp_path):
+    """PREFIX "<tmp>/victim dir" with a directory <tmp>/victim: refused, nothing under <tmp>
+    made or changed, and uninstall with the same PREFIX refused the same way."""
+    (tmp_path / "victim").mkdir()
+    (tmp_path / "victim" / "keep").write_text("keep\n")
+    before = listing(tmp_path)
+    prefix = f"{tmp_path}/victim dir"
+    r = make_with("install", PREFIX=prefix)
+    assert_refused(r, "install", "PREFIX", prefix)
+    assert listing(tmp_path) == before
+    r = make_with("uninstall", PREFIX=prefix)
+    assert_refused(r, "uninstall", "PREFIX", prefix)
+    assert listing(tmp_path) == before
+
+
+def test_install_blank_prefix_beside_a_file(tmp_path):
+    """PREFIX "<tmp>/p fx" with a plain file <tmp>/p: refused, the file as it was."""
+    (tmp_path / "p").write_text("keep\n")
+    before = listing(tmp_path)
+    prefix = f"{tmp_path}/p fx"
+    r = make_with("install", PREFIX=prefix)
+    assert_refused(r, "install", "PREFIX", prefix)
+    assert listing(tmp_path) == before
+    assert (tmp_path / "p").read_text() == "keep\n"
+
+
+@pytest.mark.parametrize("name", ["a'b", 'd" "{tmp}/out'])
+def test_install_quote_in_destdir(tmp_path, name):
+    """A quote in DESTDIR: refused, nothing made (before, 'd" "<tmp>/out' made <tmp>/d and
+    <tmp>/out)."""
+    destdir = f"{tmp_path}/" + name.format(tmp=tmp_path)
+    r = make_with("install", DESTDIR=destdir, PREFIX=PREFIX)
+    assert_refused(r, "install", "DESTDIR", destdir)
+    assert listing(tmp_path) == []
+
+
+@pytest.mark.parametrize("prefix", ["/opt/a;b", "/opt/$(HOME)", "/opt/a`b", "/opt/*", "~/opt",
+                                    "/opt/a\\b", "/opt/(a)", "/opt/a|b", "/opt/a#b"])
+def test_install_metacharacter_in_prefix(tmp_path, prefix):
+    """A shell metacharacter (or make's $) in PREFIX: refused as given, nothing made."""
+    r = make_with("install", DESTDIR=tmp_path / "dest", PREFIX=prefix)
+    assert_refused(r, "install", "PREFIX", prefix)
+    assert listing(tmp_path) == []
+
+
+@pytest.mark.parametrize("prefix", ["opt/tcplab", "/opt/tcplab/", "/opt/../tcplab", ""])
+def test_install_prefix_not_plain_absolute(tmp_path, prefix):
+    """A relative PREFIX lands beside DESTDIR (DESTDIR=<tmp>/dest PREFIX=opt wrote <tmp>/destopt),
+    a . or .. part climbs out of it, a / at the end made a manifest uninstall refused, and an
+    empty PREFIX broke uninstall's case patterns: all refused before anything is made."""
+    r = make_with("install", DESTDIR=tmp_path / "dest", PREFIX=prefix)
+    assert_refused(r, "install", "PREFIX", prefix, why=NOT_ABSOLUTE)
+    assert listing(tmp_path) == []
+
+
+def test_uninstall_blank_prefix_removes_nothing(tmp_path):
+    """uninstall with PREFIX "<tmp>/victim dir", a manifest in it and an install in <tmp>/victim:
+    refused in one line (before: "Syntax error: word unexpected"), nothing removed."""
+    for top in ("victim", "victim dir"):
+        (tmp_path / top / "bin").mkdir(parents=True)
+        (tmp_path / top / "bin" / "tcplab").write_text("#!/bin/sh\n")
+        (tmp_path / top / "share" / "tcplab").mkdir(parents=True)
+        (tmp_path / top / "share" / "tcplab" / "manifest").write_text(
+            "".join(f"{k} {tmp_path}/{top}{p}\n" for k, p in
+                    [("d", "/bin"), ("f", "/bin/tcplab"), ("f", "/share/tcplab/manifest")]))
+    before = listing(tmp_path)
+    prefix = f"{tmp_path}/victim dir"
+    r = make_with("uninstall", PREFIX=prefix)
+    assert_refused(r, "uninstall", "PREFIX", prefix)
+    assert listing(tmp_path) == before
+    r = make_with("uninstall", DESTDIR=f"{tmp_path}/victim\"", PREFIX=PREFIX)
+    assert_refused(r, "uninstall", "DESTDIR", f"{tmp_path}/victim\"")
+    assert listing(tmp_path) == before
