@@ -89,6 +89,7 @@ def shared_setup_group(item):
     return None
 
 
+@pytest.hookimpl(tryfirst=True)   # before xdist reads the xdist_group marks (--dist loadgroup)
 def pytest_collection_modifyitems(config, items):
     skip = pytest.mark.skip(reason="needs root and `ip netns` (run as root on Linux)")
     for item in items:
@@ -113,6 +114,17 @@ def bindir():
         if r.returncode != 0:
             pytest.fail("make failed:\n" + r.stderr)
     return path
+
+
+@pytest.fixture(autouse=True)
+def own_state_dir(tmp_path_factory, monkeypatch):
+    """Each test's runs keep their run records in a state directory of their own (TCPLAB_STATE,
+    experiments/lib/runstate.sh): a run reaps what any dead run of its state directory left, and
+    under xdist another test's run.sh would otherwise reap a test's SIGKILLed run before the
+    test's own next run could show that it does."""
+    d = tmp_path_factory.mktemp("state")
+    monkeypatch.setenv("TCPLAB_STATE", str(d))
+    return str(d)
 
 
 @pytest.fixture

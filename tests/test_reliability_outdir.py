@@ -204,8 +204,9 @@ def test_stale_tag_alone_is_not_killed(tmp_path):
 
 
 def make_record(name, lines):
-    os.makedirs(STATE, mode=0o700, exist_ok=True)
-    path = os.path.join(STATE, name)
+    state = os.environ.get("TCPLAB_STATE", STATE)     # conftest.own_state_dir
+    os.makedirs(state, mode=0o700, exist_ok=True)
+    path = os.path.join(state, name)
     with open(path, "w") as f:
         f.write("".join(l + "\n" for l in lines))
     return path

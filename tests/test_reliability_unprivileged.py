@@ -74,7 +74,8 @@ def test_quick_run_without_root(user_dir, bindir):
 
 def user_env(user_dir, bindir, tag):
     return dict(os.environ, TL_CONNECTS=str(N), HOME=user_dir, **{TAG: tag},
-                TCPLAB_BUILD=os.path.relpath(os.path.dirname(bindir), TOP))
+                TCPLAB_BUILD=os.path.relpath(os.path.dirname(bindir), TOP),
+                TCPLAB_STATE=os.path.join(user_dir, "state"))   # the user's own, this test's
 
 
 def need_userns():
