@@ -26,12 +26,15 @@ def as_user(argv, **kw):
 
 
 @pytest.fixture
-def user_dir():
+def user_dir(monkeypatch):
     if os.geteuid() != 0 or shutil.which("setpriv") is None:
         pytest.skip("needs root and setpriv to become an unprivileged user")
     pw = pwd.getpwnam(USER)
     d = tempfile.mkdtemp(prefix="tcplab-unpriv-")
     os.chown(d, pw.pw_uid, pw.pw_gid)
+    # the user's runs keep their records in a state directory the user owns (conftest's
+    # own_state_dir is root's), made by run.sh, this test's alone
+    monkeypatch.setenv("TCPLAB_STATE", os.path.join(d, "state"))
     yield d
     shutil.rmtree(d, ignore_errors=True)
 
