@@ -519,7 +519,11 @@ wait_units() {
 			fi
 		done
 		left=("${still[@]}")
-		[ ${#left[@]} -eq 0 ] || sleep 0.1
+		# the pause is a background sleep that `wait` waits for: bash runs a trap at once during
+		# the wait builtin, but defers it while a foreground child runs, and then, by bash 5.2's
+		# rule for SIGINT, drops a SIGINT the child did not die of: a SIGINT to run.sh alone
+		# (not its group) was lost whenever it came during the pause
+		[ ${#left[@]} -eq 0 ] || { sleep 0.1 & wait "$!" || :; }
 	done
 }
 
