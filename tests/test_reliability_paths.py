@@ -1,6 +1,6 @@
 """No user-supplied string reaches a drawing tool as code (issue 30, class 1).
 
-Before: the output path was pasted into gnuplot's `set output '{out}'` (p04-short-reads,
+Before: the output path was pasted into gnuplot's `set output '<the path>'` (p04-short-reads,
 poll-scaling, tcplab_pkt's SYN plot) and given to mscgen as -o, so
 `./run.sh --out "/tmp/x/gp';system('touch PWNED');'" p04-short-reads` exited 0 and created
 PWNED (as root), and a '?' in --out made mscgen write its SVG outside it (it cuts -o at '?').
