@@ -62,6 +62,14 @@ ensure_installed() {
 . "$TOP/experiments/lib/wire.sh"
 # shellcheck source=experiments/lib/runstate.sh
 . "$TOP/experiments/lib/runstate.sh"
+# Until rs_start sets the real traps (the output directory locked, the run's record written), a
+# signal ends run.sh at once with 128+N: nothing is made yet that needs undoing.  Without it bash
+# ignores SIGQUIT and dies of the others by their default action, with no status of its own (CI:
+# SIGQUIT then SIGHUP to run.sh while it still checked its build: killed by SIGHUP).
+rs_early_signal() {
+	exit "$2"
+}
+rs_trap_signals rs_early_signal 'INT 130' 'TERM 143' 'HUP 129' 'QUIT 131'
 EXIT_FAIL=1 EXIT_USAGE=2 EXIT_SKIP=4
 UNIT_SKIPPED=3	# a collect script's exit status for "cannot run on this kernel" (tl_skip)
 

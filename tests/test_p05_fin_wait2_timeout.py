@@ -101,7 +101,13 @@ def check_aborts(j):
     # do_tcp_setsockopt(): above TCP_FIN_TIMEOUT_MAX / HZ, linger2 = TCP_FIN_TIMEOUT_MAX (120 s)
     first = a["linger2_sets"][0]
     assert first["set"] > TCP_FIN_TIMEOUT_MAX_S and first["read_back"] == TCP_FIN_TIMEOUT_MAX_S
-    assert a["fin_wait2"] is None
+    # tcp_set_state(TCP_FIN_WAIT2) comes just before tcp_done(), both under the socket's lock, and
+    # a sock_diag dump may read the state between them (CI, once: first seen 5 us after the ACK,
+    # no timer armed, gone by the next sample): never a FIN-WAIT-2 socket with its timer armed
+    w = a["fin_wait2"]
+    assert w is None or (w["expires_ms"] == 0 and w.get("acked_ms") is not None
+                         and w["first_ms"] - w["acked_ms"] < 1.0 and w["gone_ms"] is not None
+                         and w["gone_ms"] - w["first_ms"] < 50), w
     assert len(a["rst_ms"]) == 1 and a["rst_ms"][0] >= a["ack_ms"]
     assert a["counters"]["TcpExtTCPAbortOnData"] == 1
     assert a["counters"]["TcpExtTCPAbortOnLinger"] == 0
