@@ -387,3 +387,21 @@ def test_bad_capture_in_a_report(tmp_path, rep, key, flags, m):
     assert len(r.stderr.splitlines()) == 1 and "Traceback" not in r.stderr, r.stderr
     assert "internal error" not in r.stderr and f"{rep}/capture.txt" in r.stderr, r.stderr
     assert bad.snapshot(out) == before
+
+
+def test_diff_of_captured_syns_compares_their_waits_not_the_first_ones_start(raw, tmp_path):
+    """The first SYN leaves when the program gets there (50 ms later under load, as in a CI run
+    that diffed 0.05, 1.07 against 0.00, 1.03): no difference.  A wait between SYNs that is
+    outside the tolerance is one."""
+    r = report("p01-synretry", raw, tmp_path / "a")
+    assert r.returncode == 0, r.stderr
+    a = json.loads((tmp_path / "a" / "p01-synretry.json").read_text())
+    s = tcplab_diff.Sides()
+    late = json.loads(json.dumps(a))
+    for row in late["packets"]["syns"]:
+        row["t_ms"] += 120.0
+    assert tcplab_diff.diff_packets(a, late, s) == []
+    slow = json.loads(json.dumps(a))
+    slow["packets"]["syns"][-1]["t_ms"] += 400.0     # the last wait 400 ms longer
+    out = tcplab_diff.diff_packets(a, slow, s)
+    assert len(out) == 1 and out[0].startswith("SYNs captured at: "), out
