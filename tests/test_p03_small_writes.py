@@ -84,19 +84,21 @@ def check_facts(j):
     assert stalls <= base["requests_over_timer"] <= stalls + base["requests"] // 20, \
         (stalls, base["requests_over_timer"])
     assert base["counters_client"]["TcpExtDelayedACKs"] == 0     # its ACKs ride on requests
-    # how many requests run before the first stall: the pingpong threshold where it is a
-    # sysctl (the first reply within ato of the request counts one interactive exchange)
+    # how many requests run before the first one the server's delayed-ACK timer held (read from
+    # the capture, not the clock: a CI run under load had its first request slow for other
+    # reasons): the pingpong threshold where it is a sysctl (the first reply within ato of the
+    # request counts one interactive exchange)
     thresh = j["sysctls"].get("net.ipv4.tcp_pingpong_thresh")
     # (a server descheduled for a whole timer under load fires one more: a few allowed above)
     slack = base["requests"] // 20
     if thresh is not None:
-        assert base["fast_before_first_stall"] == thresh
+        assert base["fast_before_timer"] == thresh, base["fast_before_timer"]
         want = (base["requests"] - 1) // thresh
         assert want <= stalls <= want + slack, (stalls, want)
         pp = p["pingpong3"]
         # the delayed-ACK timer leaves pingpong mode (tcp_delack_timer_handler): 3 more
         # exchanges to re-enter it, so one request in 3 stalls
-        assert pp["fast_before_first_stall"] == 3
+        assert pp["fast_before_timer"] == 3, pp["fast_before_timer"]
         want = (pp["requests"] - 1) // 3
         assert want <= pp["counters_server"]["TcpExtDelayedACKs"] <= want + slack
     else:
