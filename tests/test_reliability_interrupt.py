@@ -423,8 +423,10 @@ LONG_WAITS = [("p06-time-wait", "[p06-time-wait] TIME-WAIT, waited ")]
 
 
 @pytest.mark.parametrize("unit,needle", LONG_WAITS, ids=[u for u, _ in LONG_WAITS])
-@pytest.mark.parametrize("sig,target", [(signal.SIGINT, "group"), (signal.SIGTERM, "pid"),
-                                        (signal.SIGKILL, "pid")],
+# Ctrl-C to the group in make test; the other two (80-90 s each) in make check
+@pytest.mark.parametrize("sig,target", [(signal.SIGINT, "group"),
+                                        pytest.param(signal.SIGTERM, "pid", marks=pytest.mark.slow),
+                                        pytest.param(signal.SIGKILL, "pid", marks=pytest.mark.slow)],
                          ids=["SIGINT-group", "SIGTERM-pid", "SIGKILL-pid"])
 def test_long_unit_killed_in_its_wait(tmp_path, unit, needle, sig, target):
     """A long unit stopped in the middle of its wait (p06-time-wait: its TIME-WAIT sockets have

@@ -163,12 +163,18 @@ rs_kill_userns_procs() {
 # rs_reap_tmp DIR: remove the temporary entries of dead runs in DIR, whose lock the caller
 # holds: .tmp-* (raw directories) and .NAME.XXXX.tmp-PID (reports being written).  rm does not
 # follow a symlink it is given, so a planted one is removed, not what it points to.
+# One rm for them all: a fork per entry took 17 s for 3,000 planted links.
 rs_reap_tmp() {
-	local d n=0
+	local d n=0 gone=()
 	for d in "$1"/.tmp-* "$1"/.*.tmp-*; do
 		[ -e "$d" ] || [ -L "$d" ] || continue
 		[ "$d" != "$TMPDIR_RUN" ] || continue
-		rm -rf -- "$d" 2> /dev/null && n=$((n + 1))
+		gone+=("$d")
+	done
+	[ "${#gone[@]}" -gt 0 ] || return 0
+	rm -rf -- "${gone[@]}" 2> /dev/null
+	for d in "${gone[@]}"; do
+		[ -e "$d" ] || [ -L "$d" ] || n=$((n + 1))
 	done
 	[ "$n" -eq 0 ] || log "removed $n temporary file(s) in ${1#"$TOP"/}/ left by an interrupted run"
 }
