@@ -37,11 +37,30 @@ PRLIB_OBJ   := $(PRLIB_SRC:%.c=$(BUILD)/%.o)
 NETLINK_OBJ := $(NETLINK_SRC:%.c=$(BUILD)/%.o)
 FIXTURES    := $(FIXTURE_SRC:fixtures/%.c=$(BUILD)/bin/%)
 PROBES      := $(PROBE_SRC:probes/%.c=$(BUILD)/bin/%)
+
+# tcpevents (docs/tcpevents.md) is a BPF program and its loader: built only where clang, bpftool,
+# libbpf (libbpf-dev) and this kernel's BTF (for vmlinux.h) are; elsewhere `make` leaves it out
+# and says so once.
+BPF_CLANG   ?= clang
+BPFTOOL     ?= $(or $(shell command -v bpftool 2> /dev/null),$(wildcard /usr/sbin/bpftool))
+VMLINUX_BTF ?= /sys/kernel/btf/vmlinux
+BPF_ARCH    := $(patsubst x86_64,x86,$(patsubst aarch64,arm64,$(shell uname -m)))
+TCPEV_WHY   := $(strip \
+	$(if $(shell command -v $(BPF_CLANG) 2> /dev/null),,no $(BPF_CLANG);) \
+	$(if $(BPFTOOL),,no bpftool;) \
+	$(if $(shell pkg-config --exists libbpf 2> /dev/null && echo y),,no libbpf (pkg-config libbpf);) \
+	$(if $(wildcard $(VMLINUX_BTF)),,no kernel BTF ($(VMLINUX_BTF));))
+ifneq ($(TCPEV_WHY),)
+PROBES      := $(filter-out $(BUILD)/bin/tcpevents,$(PROBES))
+endif
 PROGRAMS    := $(FIXTURES) $(PROBES)
 
 .PHONY: all test check check-rest bench sanitize deps install uninstall clean fuzz
 
 all: $(PROGRAMS)
+ifneq ($(TCPEV_WHY),)
+	@why='$(TCPEV_WHY)'; echo "make: tcpevents not built: $${why%;} (make deps installs bpftool and libbpf-dev, make deps-fuzz clang)" >&2
+endif
 
 # Objects depend on the flags they were built with: a build directory made with other CFLAGS
 # (e.g. by hand, with sanitizers) is rebuilt instead of reported "up to date".
@@ -91,6 +110,31 @@ $(BUILD)/bin/machine: PROBE_LIBS := $(ZLIB_STATIC)
 PCAP_LIBS := $(shell pkg-config --libs libpcap 2>/dev/null || echo -lpcap)
 $(BUILD)/bin/capture: PROBE_LIBS := $(PCAP_LIBS)
 
+# tcpevents: vmlinux.h from this kernel's BTF, the BPF object (clang -target bpf, never CFLAGS:
+# no sanitizer or host flag reaches it), its skeleton (bpftool gen skeleton, the object embedded),
+# and the loader linked with Debian's shared libbpf (ldd names it for the guest's initramfs).
+LIBBPF_CFLAGS := $(shell pkg-config --cflags libbpf 2> /dev/null)
+LIBBPF_LIBS   := $(shell pkg-config --libs libbpf 2> /dev/null || echo -lbpf)
+$(BUILD)/vmlinux.h:
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  GEN     $@")
+	$(Q)$(BPFTOOL) btf dump file $(VMLINUX_BTF) format c > $@.tmp && mv -f $@.tmp $@
+
+$(BUILD)/probes/bpf/tcpevents.bpf.o: probes/bpf/tcpevents.bpf.c $(BUILD)/vmlinux.h
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  BPF     $<")
+	$(Q)$(BPF_CLANG) -g -O2 -Wall -target bpf -D__TARGET_ARCH_$(BPF_ARCH) -I$(BUILD) -Iprobes/bpf \
+		$(LIBBPF_CFLAGS) -MMD -MP -c -o $@ $<
+
+$(BUILD)/probes/tcpevents.skel.h: $(BUILD)/probes/bpf/tcpevents.bpf.o
+	@$(if $(Q),echo "  SKEL    $@")
+	$(Q)$(BPFTOOL) gen skeleton $< name tcpevents_bpf > $@.tmp && mv -f $@.tmp $@
+
+$(BUILD)/probes/tcpevents.o: $(BUILD)/probes/tcpevents.skel.h
+$(BUILD)/probes/tcpevents.o: CPPFLAGS += -I$(BUILD)/probes -Iprobes/bpf $(LIBBPF_CFLAGS)
+$(BUILD)/bin/tcpevents: PROBE_LIBS := $(LIBBPF_LIBS)
+-include $(BUILD)/probes/bpf/tcpevents.bpf.d
+
 # pytest runs against whatever BUILD holds; `make sanitize` points it at an ASan/UBSan build.
 # Tiers (docs/reliability.md, "Test tiers"): `make test` is every test but those marked `slow`
 # (the QEMU guests and the interrupt storm): at most 10 min on the 2-core VM, with a live
@@ -129,7 +173,7 @@ $(BENCH_PROGS): $(BUILD)/bench/%: $(BUILD)/tests/bench/%.o $(BUILD)/libtcplabnl.
 bench: all $(BENCH_PROGS)
 	TCPLAB_BUILD=$(BUILD) $(PYTHON) tests/bench/bench.py $(BENCH_ARGS)
 
-DEB_PACKAGES := gcc make libmnl-dev zlib1g-dev pkg-config python3 python3-pytest python3-pytest-xdist strace iproute2 gnuplot-nox libpcap-dev nftables tcpdump mscgen perl python3-yaml lava-common groff-base man-db
+DEB_PACKAGES := gcc make libmnl-dev zlib1g-dev pkg-config python3 python3-pytest python3-pytest-xdist strace iproute2 gnuplot-nox libpcap-dev nftables tcpdump mscgen perl python3-yaml lava-common groff-base man-db bpftool libbpf-dev
 # $(call apt_install,TARGET,PACKAGES,APT_OPTIONS): install the Debian packages that are missing.
 define apt_install
 	@missing=""; for p in $(2); do \
