@@ -108,7 +108,8 @@ def leftovers(out, pid, tag, ports, baseline_inodes):
         ours = owner is None or environ_has(owner, f"{TAG}={tag}".encode())
         if inode not in baseline_inodes and ours:
             found.append(f"host socket {lport}->{rport} state {st} inode {inode} pid {owner}")
-    for name in os.listdir(out):
+    # a signal in run.sh's first moments can come before it made --out: nothing there to leave
+    for name in os.listdir(out) if os.path.isdir(out) else []:
         if ".tmp-" in name:
             found.append(f"temporary {name}")
     found += [f"stale record {r}" for r in stale_records(out)]
