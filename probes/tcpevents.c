@@ -1,0 +1,493 @@
+/* tcpevents — every TCP state change, retransmission, reset and tcp_probe sample, as the
+ * kernel's tracepoints report them, for the sockets of one network namespace.
+ *
+ * sockwatch samples: a state shorter than its interval is never seen.  tcpevents attaches a
+ * BPF program (probes/bpf/tcpevents.bpf.c, CO-RE, BTF-typed tracepoints) and prints each event
+ * from its ring buffer, in the order the kernel made them.  The namespace and the ports are
+ * filtered in the kernel.  Where BPF cannot run (no kernel BTF, no privilege, a tracepoint or
+ * field this kernel lacks) it says what it could not see in one line and exits TCPEV_EXIT_BLIND,
+ * so a unit goes on without it.  -w keeps the raw records, -r prints them again without BPF.
+ */
+#include "tl_cli.h"
+#include "tl_diag.h"
+#include "pr_file.h"
+#include "tl_util.h"
+
+#include <linux/types.h>
+#include "tcpevents.h"
+#include "tcpevents.skel.h"
+
+#include <bpf/btf.h>
+#include <bpf/libbpf.h>
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define USAGE "usage: tcpevents [-v] [-n NETNS_PATH | -N NETNS_INODE] [-p PORT]... [-t TIMEOUT_MS]\n" \
+	      "                 [-w RECORD_FILE | -r REPLAY_FILE]\n"
+
+/* Exit status when BPF cannot run here: nothing was seen, the caller goes on without it. */
+#define TCPEV_EXIT_BLIND 4
+
+_Static_assert(sizeof(struct tcpev_rec) == 96, "the record layout is part of the file format");
+
+struct rec_header {
+	char magic[8];
+	uint32_t version, rec_size;
+};
+
+static struct env {
+	const char *netns_path, *record, *replay;
+	unsigned long long netns_ino;
+	uint16_t ports[TCPEV_MAX_PORTS];
+	unsigned nports;
+	long long timeout_ms;
+	int verbose;
+	FILE *rec;
+	unsigned long long events;
+	volatile sig_atomic_t stop;
+} env;
+
+_Noreturn static void usage(FILE *f, int status)
+{
+	fputs(USAGE, f);
+	if (f == stdout)
+		fputs("  -v  pass libbpf's own messages to stderr (why a load failed)\n"
+		      "  -n  watch the network namespace of this file (/proc/PID/ns/net)\n"
+		      "  -N  watch the network namespace with this inode (default: our own)\n"
+		      "  -p  only sockets with this local or remote port; repeatable (up to 16)\n"
+		      "  -t  stop after this many milliseconds\n"
+		      "  -w  write the raw event records to RECORD_FILE\n"
+		      "  -r  print a recorded file instead of watching the kernel (no BPF, no root)\n"
+		      "  -h  print this help and exit\n", f);
+	exit(status);
+}
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	env.stop = 1;
+}
+
+static void parse_args(int argc, char **argv)
+{
+	int opt;
+
+	opterr = 0;
+	while ((opt = getopt(argc, argv, ":vhn:N:p:t:w:r:")) != -1) {
+		if ((opt == 'n' || opt == 'w' || opt == 'r') && optarg[0] == '\0')
+			tl_errx(TL_EXIT_USAGE, "-%c needs a file name", opt);
+		switch (opt) {
+		case 'v': env.verbose = 1; break;
+		case 'n': env.netns_path = optarg; break;
+		case 'N': env.netns_ino = (unsigned long long)tl_opt_ll("-N", optarg, 1, UINT32_MAX); break;
+		case 'p':
+			if (env.nports == TCPEV_MAX_PORTS)
+				tl_errx(TL_EXIT_USAGE, "-p: at most %d ports", TCPEV_MAX_PORTS);
+			env.ports[env.nports++] = tl_opt_port("-p", optarg);
+			break;
+		case 't': env.timeout_ms = tl_opt_ll("-t", optarg, 1, 86400000LL); break;
+		case 'w': env.record = optarg; break;
+		case 'r': env.replay = optarg; break;
+		case 'h': usage(stdout, 0);
+		default: tl_opt_fail(opt);
+		}
+	}
+	if (optind != argc)
+		tl_errx(TL_EXIT_USAGE, "unexpected argument '%s'", argv[optind]);
+	if (env.record && env.replay)
+		tl_errx(TL_EXIT_USAGE, "-w and -r exclude each other");
+	if (env.netns_path && env.netns_ino)
+		tl_errx(TL_EXIT_USAGE, "-n and -N exclude each other");
+	if (env.replay && (env.netns_path || env.netns_ino || env.nports || env.timeout_ms))
+		tl_errx(TL_EXIT_USAGE, "-r replays a file as it was recorded: no -n, -N, -p or -t");
+}
+
+/* ---- printing: one line per record, the same live and replayed ---------------------------- */
+
+static const char *state_name(int32_t state)
+{
+	return state == TCPEV_NO_STATE ? "-" : tl_state_name(state);
+}
+
+static void print_addr(const char *key, const uint8_t *addr, uint16_t port, uint16_t family)
+{
+	char ip[INET6_ADDRSTRLEN];
+
+	if (inet_ntop(family == AF_INET6 ? AF_INET6 : AF_INET, addr, ip, sizeof(ip)) == NULL)
+		snprintf(ip, sizeof(ip), "?");
+	printf(family == AF_INET6 ? " %s=[%s]:%u" : " %s=%s:%u", key, ip, port);
+}
+
+static void print_rec(const struct tcpev_rec *e)
+{
+	static const char *const names[] = {
+		[TCPEV_STATE] = "state", [TCPEV_RETRANS] = "retrans", [TCPEV_RST_SENT] = "rst-sent",
+		[TCPEV_RST_RECV] = "rst-recv", [TCPEV_PROBE] = "probe", [TCPEV_TIMEWAIT] = "timewait",
+	};
+
+	printf("t_ns=%" PRIu64 " event=%s", (uint64_t)e->t_ns, names[e->type]);
+	if (e->type == TCPEV_STATE || e->type == TCPEV_TIMEWAIT)
+		printf(" old=%s new=%s", state_name(e->oldstate), state_name(e->state));
+	else
+		printf(" state=%s", state_name(e->state));
+	if (e->type == TCPEV_PROBE)
+		printf(" cwnd=%u ssthresh=%u srtt_us=%u snd_wnd=%u", e->cwnd, e->ssthresh,
+		       e->srtt_us, e->snd_wnd);
+	if (e->type == TCPEV_RST_SENT) {
+		if (e->reason == TCPEV_NO_REASON)
+			printf(" reason=-");
+		else
+			printf(" reason=%u", e->reason);
+	}
+	print_addr("local", e->saddr, e->sport, e->family);
+	print_addr("peer", e->daddr, e->dport, e->family);
+	if (e->flags & TCPEV_F_COOKIE)
+		printf(" cookie=%" PRIu64 "\n", (uint64_t)e->cookie);
+	else
+		printf(" cookie=-\n");
+}
+
+/* 0 for a record print_rec() can print; -1 (EBADMSG) for one no tcpevents wrote. */
+static int rec_valid(const struct tcpev_rec *e)
+{
+	int known = e->type >= TCPEV_STATE && e->type <= TCPEV_TIMEWAIT;
+
+	if (!known || (e->family != AF_INET && e->family != AF_INET6)) {
+		errno = EBADMSG;
+		return -1;
+	}
+	return 0;
+}
+
+static void print_end(uint64_t t_ns, uint64_t lost)
+{
+	printf("end t_ns=%" PRIu64 " events=%llu lost=%" PRIu64 "\n", t_ns, env.events, lost);
+}
+
+/* ---- replay ------------------------------------------------------------------------------- */
+
+/* Print the records of buf (a whole -w file).  0, or -1 and a message already printed. */
+static int replay_records(const char *buf, size_t len)
+{
+	struct rec_header h;
+	struct tcpev_rec e;
+	size_t off = sizeof(h);
+
+	if (len < sizeof(h) || (memcpy(&h, buf, sizeof(h)), memcmp(h.magic, TCPEV_MAGIC, 8)) != 0) {
+		tl_warnx("%s: not a tcpevents record (no %s header)", env.replay, TCPEV_MAGIC);
+		return -1;
+	}
+	if (h.version != TCPEV_VERSION || h.rec_size != sizeof(e)) {
+		tl_warnx("%s: record version %u size %u; this tcpevents reads version %d size %zu",
+			 env.replay, h.version, h.rec_size, TCPEV_VERSION, sizeof(e));
+		return -1;
+	}
+	for (; len - off >= sizeof(e); off += sizeof(e)) {
+		memcpy(&e, buf + off, sizeof(e));
+		if (e.type == TCPEV_END) {
+			print_end(e.t_ns, e.lost);
+			if (len - off != sizeof(e))
+				break;
+			return 0;
+		}
+		if (rec_valid(&e) < 0) {
+			tl_warnx("%s: record %zu is garbled (type %u)", env.replay,
+				 (off - sizeof(h)) / sizeof(e), e.type);
+			return -1;
+		}
+		print_rec(&e);
+		env.events++;
+	}
+	tl_warnx("%s: %s", env.replay, len - off == 0 ? "no end record (the recording was cut short)"
+		 : "bytes after the end or a record cut short");
+	return -1;
+}
+
+static int run_replay(void)
+{
+	char *buf = NULL;
+	size_t len;
+	int ret;
+
+	if (tl_read_file(env.replay, 256u << 20, &buf, &len) < 0) {
+		tl_warnx("%s: %s", env.replay, pr_strerror(errno));
+		return -1;
+	}
+	ret = replay_records(buf, len);
+	free(buf);
+	return ret;
+}
+
+/* ---- live --------------------------------------------------------------------------------- */
+
+static int on_event(void *ctx, void *data, size_t size)
+{
+	const struct tcpev_rec *e = data;
+
+	(void)ctx;
+	if (size < sizeof(*e) || rec_valid(e) < 0)
+		return 0;	/* cannot happen: the BPF program writes only these */
+	if (env.rec != NULL && fwrite(e, sizeof(*e), 1, env.rec) != 1)
+		return -EIO;
+	print_rec(e);
+	env.events++;
+	return 0;
+}
+
+static int libbpf_quiet(enum libbpf_print_level level, const char *fmt, va_list ap)
+{
+	if (!env.verbose || level == LIBBPF_DEBUG)
+		return 0;
+	return vfprintf(stderr, fmt, ap);
+}
+
+_Noreturn static void blind(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* One line saying what tcpevents cannot see and why, then exit TCPEV_EXIT_BLIND. */
+static void blind(const char *fmt, ...)
+{
+	va_list ap;
+
+	fputs("tcpevents: cannot see TCP events: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	exit(TCPEV_EXIT_BLIND);
+}
+
+/* The number of arguments of tracepoint tp in the kernel's BTF, or -1 if it has none. */
+static int tp_nargs(const struct btf *btf, const char *tp)
+{
+	char name[96];
+	const struct btf_type *t;
+	int id, k;
+
+	snprintf(name, sizeof(name), "btf_trace_%s", tp);
+	id = btf__find_by_name_kind(btf, name, BTF_KIND_TYPEDEF);
+	if (id < 0)
+		return -1;
+	t = btf__type_by_id(btf, id);
+	for (k = 0; t != NULL && k < 2; k++)	/* typedef -> pointer -> function prototype */
+		t = btf__type_by_id(btf, t->type);
+	if (t == NULL || !btf_is_func_proto(t))
+		return -1;
+	return btf_vlen(t) - 1;	/* the first is the tracepoint's void *__data */
+}
+
+/* What this kernel offers, from its BTF, into the program's constants; or blind(). */
+static void check_kernel(struct tcpevents_bpf *skel)
+{
+	static const char *const tps[] = {
+		"inet_sock_set_state", "tcp_retransmit_skb", "tcp_send_reset", "tcp_receive_reset",
+		"tcp_probe",
+	};
+	struct btf *btf;
+	size_t k;
+
+	if (access("/sys/kernel/btf/vmlinux", R_OK) < 0)
+		blind("no kernel BTF (/sys/kernel/btf/vmlinux: %s; the kernel needs "
+		      "CONFIG_DEBUG_INFO_BTF=y)", strerror(errno));
+	btf = btf__load_vmlinux_btf();
+	if (btf == NULL)
+		blind("cannot read the kernel BTF (/sys/kernel/btf/vmlinux): %s", strerror(errno));
+	for (k = 0; k < sizeof(tps) / sizeof(tps[0]); k++) {
+		if (tp_nargs(btf, tps[k]) < 0) {
+			btf__free(btf);
+			blind("this kernel has no BTF-typed tracepoint %s", tps[k]);
+		}
+	}
+	skel->rodata->rst_has_reason = tp_nargs(btf, "tcp_send_reset") >= 3;
+	btf__free(btf);
+}
+
+static unsigned long long netns_inode(void)
+{
+	const char *path = env.netns_path ? env.netns_path : "/proc/self/ns/net";
+	struct stat st;
+
+	if (env.netns_ino)
+		return env.netns_ino;
+	if (stat(path, &st) < 0)
+		tl_err(1, "%s", path);
+	if (env.netns_path && st.st_ino > UINT32_MAX)
+		tl_errx(1, "%s: inode %ju is not a namespace's", path, (uintmax_t)st.st_ino);
+	return st.st_ino;
+}
+
+/* What load() settled for: the cookie helper or not. */
+struct variant {
+	int cookie_helper;
+};
+
+/* Open the object and set its constants for this kernel and variant v; or blind(). */
+static struct tcpevents_bpf *open_variant(unsigned long long ino, const struct variant *v)
+{
+	struct tcpevents_bpf *skel = tcpevents_bpf__open();
+
+	if (skel == NULL)
+		tl_err(1, "cannot open the BPF object");
+	check_kernel(skel);
+	skel->rodata->netns_ino = (__u32)ino;
+	skel->rodata->nports = env.nports;
+	memcpy((void *)skel->rodata->ports, env.ports, sizeof(env.ports));
+	skel->rodata->cookie_helper = v->cookie_helper;
+	return skel;
+}
+
+/* Load the program with bpf_get_socket_cookie() if the kernel allows it to tracing programs
+ * (5.12+), else reading skc_cookie.  Returns the skeleton, *v what it has; or blind(). */
+static struct tcpevents_bpf *load(unsigned long long ino, struct variant *v)
+{
+	static const struct variant tries[] = { { 1 }, { 0 } };
+	struct tcpevents_bpf *skel;
+	size_t k;
+	int err = 0;
+
+	for (k = 0; k < sizeof(tries) / sizeof(tries[0]); k++) {
+		*v = tries[k];
+		skel = open_variant(ino, v);
+		err = tcpevents_bpf__load(skel);
+		if (err == 0)
+			return skel;
+		tcpevents_bpf__destroy(skel);
+		if (err == -EPERM || err == -EACCES)
+			blind("loading BPF needs CAP_BPF and CAP_PERFMON (or root): %s",
+			      strerror(-err));
+	}
+	blind("the kernel refused the BPF program (%s; a field or helper this kernel lacks? "
+	      "-v shows why)", strerror(-err));
+}
+
+static void print_ready(const struct tcpevents_bpf *skel, const struct variant *v)
+{
+	unsigned k;
+
+	printf("ready t_ns=%" PRId64 " netns=%u ports=", tl_now_ns(), skel->rodata->netns_ino);
+	for (k = 0; k < env.nports; k++)
+		printf("%s%u", k ? "," : "", env.ports[k]);
+	printf("%s cookie=%s reason=%s\n", env.nports ? "" : "any",
+	       v->cookie_helper ? "helper" : "field", skel->rodata->rst_has_reason ? "yes" : "no");
+	fflush(stdout);
+}
+
+static int open_record(void)
+{
+	struct rec_header h = { .magic = TCPEV_MAGIC, .version = TCPEV_VERSION,
+				.rec_size = sizeof(struct tcpev_rec) };
+	int fd;
+
+	if (env.record == NULL)
+		return 0;
+	fd = open(env.record, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NONBLOCK, 0666);
+	/* O_NONBLOCK: a FIFO nobody reads fails here instead of hanging; blocking again after */
+	if (fd < 0 || fcntl(fd, F_SETFL, 0) < 0 || (env.rec = fdopen(fd, "w")) == NULL) {
+		tl_warn("%s", env.record);
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	if (fwrite(&h, sizeof(h), 1, env.rec) != 1) {
+		tl_warn("%s: cannot write the record", env.record);
+		return -1;
+	}
+	return 0;
+}
+
+/* Poll until a signal or -t; then the events still queued, and the end line (and record). */
+static int poll_loop(struct tcpevents_bpf *skel, struct ring_buffer *rb)
+{
+	int64_t end = env.timeout_ms ? tl_now_ns() + env.timeout_ms * 1000000 : 0;
+	struct tcpev_rec last = { .type = TCPEV_END };
+	int n = 0;
+
+	while (!env.stop && (end == 0 || tl_now_ns() < end)) {
+		n = ring_buffer__poll(rb, 100);
+		if (n < 0 && n != -EINTR)
+			break;
+		n = 0;
+		fflush(stdout);
+	}
+	if (n == 0)
+		n = ring_buffer__consume(rb);
+	if (n < 0) {
+		errno = -n;
+		if (n == -EIO)
+			tl_warn("%s: cannot write the record", env.record);
+		else
+			tl_warn("ring buffer");
+		return -1;
+	}
+	last.t_ns = (uint64_t)tl_now_ns();
+	last.lost = __atomic_load_n(&skel->bss->lost, __ATOMIC_RELAXED);
+	print_end(last.t_ns, last.lost);
+	if (env.rec != NULL && fwrite(&last, sizeof(last), 1, env.rec) != 1) {
+		tl_warn("%s: cannot write the record", env.record);
+		return -1;
+	}
+	return 0;
+}
+
+static int run_live(void)
+{
+	unsigned long long ino = netns_inode();
+	struct tcpevents_bpf *skel;
+	struct ring_buffer *rb = NULL;
+	struct variant v;
+	int err, ret = -1;
+
+	libbpf_set_print(libbpf_quiet);
+	skel = load(ino, &v);
+	err = tcpevents_bpf__attach(skel);
+	if (err != 0) {
+		tcpevents_bpf__destroy(skel);
+		blind("cannot attach to the tracepoints: %s", strerror(-err));
+	}
+	rb = ring_buffer__new(bpf_map__fd(skel->maps.events), on_event, NULL, NULL);
+	if (rb == NULL) {
+		tl_warn("ring buffer");
+		goto cleanup;
+	}
+	if (open_record() < 0)
+		goto cleanup;
+	print_ready(skel, &v);
+	ret = poll_loop(skel, rb);
+cleanup:
+	ring_buffer__free(rb);
+	tcpevents_bpf__destroy(skel);
+	if (env.rec != NULL && fclose(env.rec) != 0 && ret == 0) {
+		tl_warn("%s: cannot write the record", env.record);
+		ret = -1;
+	}
+	return ret;
+}
+
+int main(int argc, char **argv)
+{
+	struct sigaction sa = { .sa_handler = on_signal };
+	int ret;
+
+	tl_set_progname(argv[0]);
+	parse_args(argc, argv);
+	if (!env.replay && (sigaction(SIGINT, &sa, NULL) < 0 || sigaction(SIGTERM, &sa, NULL) < 0))
+		tl_err(1, "sigaction");
+	ret = env.replay ? run_replay() : run_live();
+	if (ret < 0)
+		return 1;
+	if (fflush(stdout) == EOF || ferror(stdout)) {
+		tl_warn("stdout");
+		return 1;
+	}
+	return 0;
+}

@@ -1,0 +1,364 @@
+"""tcpevents (probes/tcpevents.c, probes/bpf/tcpevents.bpf.c): the kernel's TCP tracepoints,
+one line per event.
+
+- replay of a recorded run (tests/data/tcpevents-close.rec, made by the live close below on
+  6.18): the exact lines, no root, no BPF; and records cut short or garbled refused;
+- bad input: every bad option one line on stderr, a non-zero exit;
+- live, in a namespace of its own: one connect/close over loopback, the exact transitions of
+  each socket (LAST-ACK on the side that closes second, TIME-WAIT on the other), checked
+  against sockwatch sampling at the same time; and the RSTs sent counted against the
+  namespace's TcpOutRsts (nstat).
+"""
+import collections
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from conftest import DATA, in_ns
+
+REC = os.path.join(DATA, "tcpevents-close.rec")
+TXT = os.path.join(DATA, "tcpevents-close.txt")
+TIMEOUT_MS = 10000
+BLIND = 4       # tcpevents' exit status when BPF cannot run here
+
+
+def run(bindir, *args, **kw):
+    return subprocess.run([os.path.join(bindir, "tcpevents"), *args], capture_output=True,
+                          text=True, timeout=10, **kw)
+
+
+@pytest.fixture(scope="module")
+def tcpevents(bindir):
+    path = os.path.join(bindir, "tcpevents")
+    if not os.path.exists(path):
+        pytest.skip("tcpevents is not built here (make says why: clang, bpftool, libbpf, BTF)")
+    return path
+
+
+# ---- replay -------------------------------------------------------------------------------------
+
+def test_replay_prints_the_recorded_lines(bindir, tcpevents):
+    r = run(bindir, "-r", REC)
+    assert r.returncode == 0 and r.stderr == ""
+    with open(TXT) as f:
+        assert r.stdout == f.read()
+
+
+def test_replay_shows_last_ack_and_time_wait(bindir, tcpevents):
+    lines = run(bindir, "-r", REC).stdout.splitlines()
+    by_cookie = transitions([kv(l) for l in lines if l.startswith("t_ns=")])
+    seqs = sorted(by_cookie.values())
+    assert seqs == sorted([LISTENER, CLIENT, SERVER]), seqs
+    assert lines[-1].startswith("end t_ns=") and lines[-1].endswith(f" events={len(lines) - 1} lost=0")
+
+
+def corrupt(tmp_path, name, data):
+    p = tmp_path / name
+    p.write_bytes(data)
+    return str(p)
+
+
+@pytest.mark.parametrize("case,word", [
+    ("empty", "no TCPEVREC header"),
+    ("magic", "no TCPEVREC header"),
+    ("version", "record version 9"),
+    ("cut", "record cut short"),
+    ("no-end", "no end record"),
+    ("garbled", "garbled"),
+    ("missing", "No such file"),
+    ("dir", "Is a directory"),
+])
+def test_replay_refuses_a_bad_record(bindir, tcpevents, tmp_path, case, word):
+    with open(REC, "rb") as f:
+        good = f.read()
+    data = {
+        "empty": b"", "magic": b"TCPEVRXC" + good[8:], "version": good[:8] + b"\x09" + good[9:],
+        "cut": good[:-10], "no-end": good[:-96],
+        "garbled": good[:16 + 58] + b"\x77" + good[16 + 59:],     # the first record's type
+    }
+    if case == "missing":
+        path = str(tmp_path / "nothing")
+    elif case == "dir":
+        path = str(tmp_path)
+    else:
+        path = corrupt(tmp_path, case, data[case])
+    r = run(bindir, "-r", path)
+    assert r.returncode == 1
+    assert len(r.stderr.splitlines()) == 1 and word in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr
+
+
+# ---- bad options --------------------------------------------------------------------------------
+
+BAD_OPTIONS = [
+    (["-p"], "needs an argument"), (["-p", "0"], "-p '0'"), (["-p", "65536"], "-p '65536'"),
+    (["-p", "x"], "-p 'x'"), (["-t", "0"], "-t '0'"), (["-t", "5x"], "-t '5x'"),
+    (["-N", "-1"], "-N '-1'"), (["-N", "4294967296"], "-N '4294967296'"),
+    (["-n", ""], "-n needs a file name"), (["-w", ""], "-w needs a file name"),
+    (["-r", ""], "-r needs a file name"), (["-x"], "unknown option -x"),
+    (["extra"], "unexpected argument"), (["-w", "a", "-r", "b"], "exclude each other"),
+    (["-n", "/proc/self/ns/net", "-N", "5"], "exclude each other"),
+    (["-r", REC, "-p", "80"], "no -n, -N, -p or -t"),
+    (["-p", "1"] * 17, "at most 16 ports"),
+]
+
+
+@pytest.mark.parametrize("argv,word", BAD_OPTIONS, ids=[" ".join(a)[:40] for a, _ in BAD_OPTIONS])
+def test_bad_option_is_one_line(bindir, tcpevents, argv, word):
+    r = run(bindir, *argv)
+    assert r.returncode == 2 and r.stdout == ""
+    assert len(r.stderr.splitlines()) == 1 and word in r.stderr, r.stderr
+
+
+def test_bad_netns_path_is_one_line(bindir, tcpevents, tmp_path):
+    r = run(bindir, "-n", str(tmp_path / "none"), "-t", "1")
+    assert r.returncode == 1 and r.stdout == ""
+    assert len(r.stderr.splitlines()) == 1 and "none" in r.stderr
+
+
+def test_help_exits_0(bindir, tcpevents):
+    r = run(bindir, "-h")
+    assert r.returncode == 0 and r.stdout.startswith("usage: tcpevents") and r.stderr == ""
+
+
+def test_unprivileged_is_blind_in_one_line(bindir, tcpevents):
+    """Without CAP_BPF: exit 4 and one line saying what it cannot see and why."""
+    if os.geteuid() != 0:
+        r = run(bindir, "-t", "1")
+    else:
+        r = run(bindir, "-t", "1", preexec_fn=lambda: (os.setgid(65534), os.setuid(65534)))
+    assert r.returncode == BLIND and r.stdout == ""
+    assert re.fullmatch(r"tcpevents: cannot see TCP events: .*(CAP_BPF|BTF).*\n", r.stderr), r.stderr
+
+
+# ---- live ---------------------------------------------------------------------------------------
+
+def kv(line):
+    return dict(w.split("=", 1) for w in line.split() if "=" in w)
+
+
+def transitions(events):
+    """{cookie: [(old, new), ...]} of the state and timewait events, in order."""
+    out = collections.defaultdict(list)
+    for e in events:
+        if e["event"] in ("state", "timewait"):
+            out[e["cookie"]].append((e["old"], e["new"]))
+    return {c: tuple(v) for c, v in out.items()}
+
+
+LISTENER = (("UNCONN", "LISTEN"), ("LISTEN", "UNCONN"))
+CLIENT = (("UNCONN", "SYN-SENT"), ("SYN-SENT", "ESTAB"), ("ESTAB", "FIN-WAIT-1"),
+          ("FIN-WAIT-1", "FIN-WAIT-2"), ("FIN-WAIT-2", "TIME-WAIT"), ("FIN-WAIT-2", "UNCONN"))
+SERVER = (("LISTEN", "SYN-RECV"), ("SYN-RECV", "ESTAB"), ("ESTAB", "CLOSE-WAIT"),
+          ("CLOSE-WAIT", "LAST-ACK"), ("LAST-ACK", "UNCONN"))
+
+# The actor, in the namespace: one step per line read, "ok" after each.
+ACTOR = r"""
+import socket, struct, sys
+port = int(sys.argv[1])
+def step():
+    print("ok", flush=True)
+    return sys.stdin.readline().strip()
+cmd = step()
+while cmd:
+    if cmd == "connect":
+        l = socket.socket(); l.bind(("127.0.0.1", port)); l.listen()
+        c = socket.create_connection(("127.0.0.1", port)); a, _ = l.accept()
+    elif cmd == "shutdown-client":
+        c.shutdown(socket.SHUT_WR)
+    elif cmd == "close-client":
+        c.close()
+    elif cmd == "close-server":
+        assert a.recv(1) == b""
+        a.close(); l.close()
+        c.close()
+    elif cmd == "refused":
+        try:
+            socket.create_connection(("127.0.0.1", port + 1))
+        except ConnectionRefusedError:
+            pass
+    elif cmd == "abort-client":
+        c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        c.close()
+        try:
+            a.recv(1)
+        except ConnectionResetError:
+            pass
+        a.close(); l.close()
+    cmd = step()
+"""
+
+
+class Actor:
+    def __init__(self, ns, port):
+        self.p = subprocess.Popen(in_ns(ns, [sys.executable, "-c", ACTOR, str(port)]),
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        assert self.p.stdout.readline() == "ok\n"
+
+    def do(self, cmd):
+        self.p.stdin.write(cmd + "\n")
+        self.p.stdin.flush()
+        assert self.p.stdout.readline() == "ok\n", cmd
+
+    def close(self):
+        self.p.stdin.close()
+        assert self.p.wait(timeout=10) == 0
+
+
+def waitfor(bindir, path, ere, pid, count=1):
+    """Poll path with probes' waitfor until count lines match ere (fail if pid ends first)."""
+    r = subprocess.run([os.path.join(bindir, "waitfor"), "-p", str(pid), "-t", str(TIMEOUT_MS),
+                        "-f", str(path), "-e", ere, "-n", str(count)], capture_output=True, text=True)
+    with open(path) as f:
+        assert r.returncode == 0, f"{ere}: waitfor exit {r.returncode}\n{f.read()}"
+
+
+class Bg:
+    """A probe in the background, its stdout in a file."""
+    def __init__(self, argv, out):
+        self.out = out
+        self.f = open(out, "w")
+        self.p = subprocess.Popen(argv, stdout=self.f, stderr=subprocess.PIPE, text=True)
+
+    def stop(self):
+        if self.p.poll() is None:
+            self.p.send_signal(signal.SIGINT)
+        err = self.p.communicate(timeout=10)[1]
+        self.f.close()
+        assert self.p.returncode == 0, err
+        with open(self.out) as f:
+            return f.read().splitlines()
+
+    def kill(self):
+        if self.p.poll() is None:
+            self.p.kill()
+            self.p.wait()
+        self.f.close()
+
+
+def start_tcpevents(bindir, ns, tmp_path, *args):
+    ev = Bg([os.path.join(bindir, "tcpevents"), "-n", f"/var/run/netns/{ns}", *args],
+            tmp_path / "tcpevents.txt")
+    waitfor(bindir, ev.out, "^ready ", ev.p.pid)
+    return ev
+
+
+def events_of(lines):
+    assert lines[0].startswith("ready ") and lines[-1].startswith("end ")
+    end = kv(lines[-1])
+    assert end["lost"] == "0" and int(end["events"]) == len(lines) - 2
+    return [kv(l) for l in lines[1:-1]]
+
+
+@pytest.mark.netns
+def test_live_close_every_transition(bindir, tcpevents, netns, tmp_path):
+    """The client shuts down its side and keeps the socket: FIN-WAIT-2 until the server's FIN,
+    then TIME-WAIT (tcp_fin() -> tcp_time_wait()); the server CLOSE-WAIT, LAST-ACK."""
+    port = 21070
+    ev = start_tcpevents(bindir, netns, tmp_path, "-p", str(port), "-w", str(tmp_path / "rec"))
+    sw = Bg(in_ns(netns, [os.path.join(bindir, "sockwatch"), "-i", "1000"]),
+            tmp_path / "sockwatch.txt")
+    actor = None
+    try:
+        waitfor(bindir, sw.out, "^ready ", sw.p.pid)
+        actor = Actor(netns, port)
+        actor.do("connect")
+        waitfor(bindir, sw.out, "state=ESTAB ", sw.p.pid, 2)
+        actor.do("shutdown-client")
+        waitfor(bindir, sw.out, "state=(FIN-WAIT-2|CLOSE-WAIT) ", sw.p.pid, 2)
+        actor.do("close-server")
+        waitfor(bindir, ev.out, "old=LAST-ACK new=UNCONN ", ev.p.pid)
+        waitfor(bindir, sw.out, "state=TIME-WAIT ", sw.p.pid)
+        actor.close()
+        ev_lines, sw_lines = ev.stop(), sw.stop()
+    finally:
+        ev.kill()
+        sw.kill()
+        if actor is not None and actor.p.poll() is None:
+            actor.p.kill()
+    events = events_of(ev_lines)
+    by_cookie = transitions(events)
+    assert sorted(by_cookie.values()) == sorted([LISTENER, CLIENT, SERVER]), ev_lines
+    # the replay of what it recorded prints the same lines but the ready line
+    r = run(bindir, "-r", str(tmp_path / "rec"))
+    assert r.returncode == 0 and r.stdout.splitlines() == ev_lines[1:-1] + [r.stdout.splitlines()[-1]]
+    # sockwatch samples: every state it saw of a socket is among that socket's transitions
+    if kv(ev_lines[0])["cookie"] != "helper":
+        return      # cookies read from the socket: 0 until sock_diag asked, not joinable
+    seen = {c: {s for t in v for s in t} for c, v in by_cookie.items()}
+    checked = 0
+    for line in sw_lines:
+        s = kv(line)
+        if "event" not in s or f":{port}" not in line:
+            continue
+        assert s["cookie"] in seen, f"sockwatch saw a socket tcpevents did not: {line}"
+        assert s["state"] in seen[s["cookie"]], line
+        checked += 1
+    assert checked >= 5, sw_lines      # ESTAB x2, FIN-WAIT-2, CLOSE-WAIT, TIME-WAIT at least
+
+
+@pytest.mark.netns
+def test_live_orphan_close_timewait_substate(bindir, tcpevents, netns, tmp_path):
+    """The client closes its socket: as soon as its FIN is acknowledged a timewait socket in
+    substate FIN-WAIT-2 takes its place (tcp_rcv_state_process(), TCP_FIN_WAIT1 case)."""
+    port = 21071
+    ev = start_tcpevents(bindir, netns, tmp_path, "-p", str(port))
+    actor = None
+    try:
+        actor = Actor(netns, port)
+        actor.do("connect")
+        actor.do("close-client")
+        waitfor(bindir, ev.out, "old=FIN-WAIT-1 new=FIN-WAIT-2 ", ev.p.pid)  # its FIN acknowledged
+        actor.do("close-server")
+        waitfor(bindir, ev.out, "old=LAST-ACK new=UNCONN ", ev.p.pid)
+        actor.close()
+        lines = ev.stop()
+    finally:
+        ev.kill()
+        if actor is not None and actor.p.poll() is None:
+            actor.p.kill()
+    orphan = CLIENT[:4] + (("FIN-WAIT-2", "FIN-WAIT-2"), ("FIN-WAIT-2", "UNCONN"))
+    assert sorted(transitions(events_of(lines)).values()) == sorted([LISTENER, orphan, SERVER]), lines
+
+
+def nstat_out_rsts(ns):
+    r = subprocess.run(in_ns(ns, ["nstat", "-asz", "TcpOutRsts"]), capture_output=True, text=True,
+                       check=True)
+    m = re.search(r"^TcpOutRsts\s+(\d+)", r.stdout, re.M)
+    return int(m.group(1))
+
+
+@pytest.mark.netns
+@pytest.mark.skipif(shutil.which("nstat") is None, reason="needs nstat (iproute2)")
+def test_live_resets_count_once(bindir, tcpevents, netns, tmp_path):
+    """A connect to a closed port (a RST with no socket: traced from 6.8) and an abortive close
+    (SO_LINGER 0): each RST sent one rst-sent line, as many as TcpOutRsts counts."""
+    port = 21072
+    before = nstat_out_rsts(netns)
+    ev = start_tcpevents(bindir, netns, tmp_path)
+    actor = None
+    try:
+        actor = Actor(netns, port)
+        actor.do("refused")
+        actor.do("connect")
+        actor.do("abort-client")
+        waitfor(bindir, ev.out, "event=rst-recv ", ev.p.pid)
+        actor.close()
+        lines = ev.stop()
+    finally:
+        ev.kill()
+        if actor is not None and actor.p.poll() is None:
+            actor.p.kill()
+    sent = nstat_out_rsts(netns) - before
+    events = events_of(lines)
+    rst = [e for e in events if e["event"] == "rst-sent"]
+    assert len(rst) == sent == 2, lines
+    nobody = [e for e in rst if e["state"] == "-"]
+    assert len(nobody) == 1 and nobody[0]["cookie"] == "-"
+    assert nobody[0]["local"] == f"127.0.0.1:{port + 1}"
+    assert [e["event"] for e in events].count("rst-recv") == 2      # the refused client, the server
