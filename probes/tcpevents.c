@@ -144,9 +144,13 @@ static void print_rec(const struct tcpev_rec *e)
 	if (e->type == TCPEV_PROBE)
 		printf(" cwnd=%u ssthresh=%u srtt_us=%u snd_wnd=%u", e->cwnd, e->ssthresh,
 		       e->srtt_us, e->snd_wnd);
-	if (e->type == TCPEV_RST_SENT) {
-		if (e->reason == TCPEV_NO_REASON)
-			printf(" reason=-");
+	if (e->type == TCPEV_RST_SENT || e->type == TCPEV_RETRANS) {
+		const char *key = e->type == TCPEV_RST_SENT ? "reason" : "err";
+
+		if (!(e->flags & TCPEV_F_ARG))
+			printf(" %s=-", key);
+		else if (e->type == TCPEV_RETRANS)
+			printf(" err=%d", (int)e->reason);
 		else
 			printf(" reason=%u", e->reason);
 	}
@@ -309,6 +313,7 @@ static void check_kernel(struct tcpevents_bpf *skel)
 		}
 	}
 	skel->rodata->rst_has_reason = tp_nargs(btf, "tcp_send_reset") >= 3;
+	skel->rodata->retrans_has_err = tp_nargs(btf, "tcp_retransmit_skb") >= 3;
 	btf__free(btf);
 }
 
@@ -377,8 +382,9 @@ static void print_ready(const struct tcpevents_bpf *skel, const struct variant *
 	printf("ready t_ns=%" PRId64 " netns=%u ports=", tl_now_ns(), skel->rodata->netns_ino);
 	for (k = 0; k < env.nports; k++)
 		printf("%s%u", k ? "," : "", env.ports[k]);
-	printf("%s cookie=%s reason=%s\n", env.nports ? "" : "any",
-	       v->cookie_helper ? "helper" : "field", skel->rodata->rst_has_reason ? "yes" : "no");
+	printf("%s cookie=%s reason=%s err=%s\n", env.nports ? "" : "any",
+	       v->cookie_helper ? "helper" : "field", skel->rodata->rst_has_reason ? "yes" : "no",
+	       skel->rodata->retrans_has_err ? "yes" : "no");
 	fflush(stdout);
 }
 

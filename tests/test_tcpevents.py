@@ -182,6 +182,11 @@ while cmd:
             socket.create_connection(("127.0.0.1", port + 1))
         except ConnectionRefusedError:
             pass
+    elif cmd == "syn-lost":
+        try:
+            socket.create_connection(("127.0.0.1", port + 2), timeout=30)
+        except (TimeoutError, socket.timeout):
+            pass
     elif cmd == "abort-client":
         c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
         c.close()
@@ -326,11 +331,46 @@ def test_live_orphan_close_timewait_substate(bindir, tcpevents, netns, tmp_path)
     assert sorted(transitions(events_of(lines)).values()) == sorted([LISTENER, orphan, SERVER]), lines
 
 
-def nstat_out_rsts(ns):
-    r = subprocess.run(in_ns(ns, ["nstat", "-asz", "TcpOutRsts"]), capture_output=True, text=True,
+def nstat(ns, name):
+    r = subprocess.run(in_ns(ns, ["nstat", "-asz", name]), capture_output=True, text=True,
                        check=True)
-    m = re.search(r"^TcpOutRsts\s+(\d+)", r.stdout, re.M)
-    return int(m.group(1))
+    m = re.search(rf"^{name}\s+(\d+)", r.stdout, re.M)
+    return int(m.group(1)) if m else 0
+
+
+def nstat_out_rsts(ns):
+    return nstat(ns, "TcpOutRsts")
+
+
+@pytest.mark.netns
+@pytest.mark.skipif(shutil.which("nstat") is None or shutil.which("nft") is None,
+                    reason="needs nstat (iproute2) and nft (nftables)")
+def test_live_syn_retransmits_count_once(bindir, tcpevents, netns, tmp_path):
+    """A SYN that nft drops, tcp_syn_retries=1: each retransmission one retrans line (err=0),
+    as many as TcpRetransSegs counts (2 on 6.18: tcp_syn_retries is a time budget, 3 s, and
+    tcp_syn_linear_timeouts keeps the first RTOs at 1 s); then SYN-SENT -> UNCONN."""
+    port = 21074
+    subprocess.run(in_ns(netns, ["sysctl", "-q", "-w", "net.ipv4.tcp_syn_retries=1"]), check=True)
+    subprocess.run(in_ns(netns, ["nft", "-f", "-"]), check=True, text=True, input=(
+        "table inet tcpev {\n chain c {\n type filter hook input priority 0;\n"
+        f" tcp dport {port + 2} tcp flags syn drop\n }}\n}}\n"))
+    before = nstat(netns, "TcpRetransSegs")
+    ev = start_tcpevents(bindir, netns, tmp_path, "-p", str(port + 2))
+    actor = None
+    try:
+        actor = Actor(netns, port)
+        actor.do("syn-lost")
+        actor.close()
+        lines = ev.stop()
+    finally:
+        ev.kill()
+        if actor is not None and actor.p.poll() is None:
+            actor.p.kill()
+    events = events_of(lines)
+    retrans = [e for e in events if e["event"] == "retrans" and e["err"] in ("0", "-")]
+    assert len(retrans) == nstat(netns, "TcpRetransSegs") - before >= 1, lines
+    assert retrans[0]["state"] == "SYN-SENT"
+    assert list(transitions(events).values()) == [(("UNCONN", "SYN-SENT"), ("SYN-SENT", "UNCONN"))]
 
 
 @pytest.mark.netns

@@ -8,7 +8,9 @@
  * and passed in as read-only constants, so the verifier drops the branches that do not apply:
  *   cookie_helper   bpf_get_socket_cookie() is allowed here (5.12+); else skc_cookie is read,
  *                   0 until someone (sock_diag) asked for the cookie;
- *   rst_has_reason  tcp_send_reset has its third argument, enum sk_rst_reason (6.10+).
+ *   rst_has_reason  tcp_send_reset has its third argument, enum sk_rst_reason (6.10+);
+ *   retrans_has_err tcp_retransmit_skb has its third, the error (6.x; it then fires for a
+ *                   retransmission that failed too, which TcpRetransSegs does not count).
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -26,6 +28,7 @@ const volatile __u32 nports;
 const volatile __u16 ports[TCPEV_MAX_PORTS];
 const volatile bool cookie_helper;
 const volatile bool rst_has_reason;
+const volatile bool retrans_has_err;
 
 __u64 lost;	/* records the ring buffer had no room for */
 
@@ -168,8 +171,13 @@ int BPF_PROG(on_retrans, const struct sock *sk)
 {
 	struct tcpev_rec *e = sock_event(sk, TCPEV_RETRANS);
 
-	if (e != NULL)
-		bpf_ringbuf_submit(e, 0);
+	if (e == NULL)
+		return 0;
+	if (retrans_has_err) {
+		e->reason = (__u32)ctx[2];
+		e->flags |= TCPEV_F_ARG;
+	}
+	bpf_ringbuf_submit(e, 0);
 	return 0;
 }
 
@@ -253,9 +261,10 @@ int BPF_PROG(on_rst_sent, const struct sock *sk, const struct sk_buff *skb)
 		return 0;
 	if (e == NULL)
 		return 0;
-	e->reason = TCPEV_NO_REASON;
-	if (rst_has_reason)
+	if (rst_has_reason) {
 		e->reason = (__u32)ctx[2];
+		e->flags |= TCPEV_F_ARG;
+	}
 	bpf_ringbuf_submit(e, 0);
 	return 0;
 }

@@ -11,7 +11,7 @@
 
 #define TCPEV_MAGIC	"TCPEVREC"
 #define TCPEV_VERSION	1
-#define TCPEV_NO_REASON	0xffffffffu	/* rst-sent on a kernel without the reason argument */
+#define TCPEV_NO_REASON	0xffffffffu	/* reason without TCPEV_F_ARG */
 #define TCPEV_NO_STATE	(-1)		/* rst-sent with no socket (a segment nobody owns) */
 #define TCPEV_MAX_PORTS	16
 
@@ -26,6 +26,7 @@ enum tcpev_type {
 };
 
 #define TCPEV_F_COOKIE	1	/* cookie is the socket's (else there was no socket) */
+#define TCPEV_F_ARG	2	/* reason holds the tracepoint's argument (else it has none) */
 
 struct tcpev_rec {
 	__u64 t_ns;		/* bpf_ktime_get_ns(): CLOCK_MONOTONIC */
@@ -41,7 +42,8 @@ struct tcpev_rec {
 	__s32 state;		/* the state after (TCPEV_STATE; TCPEV_TIMEWAIT: the timewait
 				 * socket's substate) or at the event */
 	__u32 cwnd, ssthresh, srtt_us, snd_wnd;	/* TCPEV_PROBE */
-	__u32 reason;		/* TCPEV_RST_SENT: enum sk_rst_reason, or TCPEV_NO_REASON */
+	__u32 reason;		/* with TCPEV_F_ARG: TCPEV_RST_SENT's enum sk_rst_reason,
+				 * TCPEV_RETRANS's error as an int (0: sent) */
 	__u64 lost;		/* TCPEV_END: events lost, the ring buffer full */
 };
 
