@@ -34,7 +34,7 @@
 #include <unistd.h>
 
 #define USAGE "usage: tcpevents [-v] [-n NETNS_PATH | -N NETNS_INODE] [-p PORT]... [-t TIMEOUT_MS]\n" \
-	      "                 [-w RECORD_FILE | -r REPLAY_FILE]\n"
+	      "                 [-B RING_KIB] [-w RECORD_FILE | -r REPLAY_FILE]\n"
 
 /* Exit status when BPF cannot run here: nothing was seen, the caller goes on without it. */
 #define TCPEV_EXIT_BLIND 4
@@ -51,7 +51,7 @@ static struct env {
 	unsigned long long netns_ino;
 	uint16_t ports[TCPEV_MAX_PORTS];
 	unsigned nports;
-	long long timeout_ms;
+	long long timeout_ms, ring_kib;
 	int verbose;
 	FILE *rec;
 	unsigned long long events;
@@ -67,6 +67,7 @@ _Noreturn static void usage(FILE *f, int status)
 		      "  -N  watch the network namespace with this inode (default: our own)\n"
 		      "  -p  only sockets with this local or remote port; repeatable (up to 16)\n"
 		      "  -t  stop after this many milliseconds\n"
+		      "  -B  ring buffer size in KiB, a power of two from 4 (default 1024)\n"
 		      "  -w  write the raw event records to RECORD_FILE\n"
 		      "  -r  print a recorded file instead of watching the kernel (no BPF, no root)\n"
 		      "  -h  print this help and exit\n", f);
@@ -84,7 +85,7 @@ static void parse_args(int argc, char **argv)
 	int opt;
 
 	opterr = 0;
-	while ((opt = getopt(argc, argv, ":vhn:N:p:t:w:r:")) != -1) {
+	while ((opt = getopt(argc, argv, ":vhn:N:p:t:B:w:r:")) != -1) {
 		if ((opt == 'n' || opt == 'w' || opt == 'r') && optarg[0] == '\0')
 			tl_errx(TL_EXIT_USAGE, "-%c needs a file name", opt);
 		switch (opt) {
@@ -97,6 +98,11 @@ static void parse_args(int argc, char **argv)
 			env.ports[env.nports++] = tl_opt_port("-p", optarg);
 			break;
 		case 't': env.timeout_ms = tl_opt_ll("-t", optarg, 1, 86400000LL); break;
+		case 'B':
+			env.ring_kib = tl_opt_ll("-B", optarg, 4, 1048576);
+			if (env.ring_kib & (env.ring_kib - 1))
+				tl_errx(TL_EXIT_USAGE, "-B '%s': not a power of two", optarg);
+			break;
 		case 'w': env.record = optarg; break;
 		case 'r': env.replay = optarg; break;
 		case 'h': usage(stdout, 0);
@@ -109,8 +115,9 @@ static void parse_args(int argc, char **argv)
 		tl_errx(TL_EXIT_USAGE, "-w and -r exclude each other");
 	if (env.netns_path && env.netns_ino)
 		tl_errx(TL_EXIT_USAGE, "-n and -N exclude each other");
-	if (env.replay && (env.netns_path || env.netns_ino || env.nports || env.timeout_ms))
-		tl_errx(TL_EXIT_USAGE, "-r replays a file as it was recorded: no -n, -N, -p or -t");
+	if (env.replay && (env.netns_path || env.netns_ino || env.nports || env.timeout_ms ||
+			   env.ring_kib))
+		tl_errx(TL_EXIT_USAGE, "-r replays a file as it was recorded: no -n, -N, -p, -t or -B");
 }
 
 /* ---- printing: one line per record, the same live and replayed ---------------------------- */
@@ -348,6 +355,10 @@ static struct tcpevents_bpf *open_variant(unsigned long long ino, const struct v
 	skel->rodata->nports = env.nports;
 	memcpy((void *)skel->rodata->ports, env.ports, sizeof(env.ports));
 	skel->rodata->cookie_helper = v->cookie_helper;
+	if (bpf_map__set_max_entries(skel->maps.events, (__u32)(env.ring_kib ? env.ring_kib : 1024)
+				     * 1024) != 0)
+		tl_errx(TL_EXIT_USAGE, "-B %lld: not a size the kernel's ring buffer takes",
+			env.ring_kib);
 	return skel;
 }
 
@@ -382,7 +393,8 @@ static void print_ready(const struct tcpevents_bpf *skel, const struct variant *
 	printf("ready t_ns=%" PRId64 " netns=%u ports=", tl_now_ns(), skel->rodata->netns_ino);
 	for (k = 0; k < env.nports; k++)
 		printf("%s%u", k ? "," : "", env.ports[k]);
-	printf("%s cookie=%s reason=%s err=%s\n", env.nports ? "" : "any",
+	printf("%s ring_kib=%lld cookie=%s reason=%s err=%s\n", env.nports ? "" : "any",
+	       env.ring_kib ? env.ring_kib : 1024,
 	       v->cookie_helper ? "helper" : "field", skel->rodata->rst_has_reason ? "yes" : "no",
 	       skel->rodata->retrans_has_err ? "yes" : "no");
 	fflush(stdout);

@@ -103,7 +103,8 @@ BAD_OPTIONS = [
     (["-r", ""], "-r needs a file name"), (["-x"], "unknown option -x"),
     (["extra"], "unexpected argument"), (["-w", "a", "-r", "b"], "exclude each other"),
     (["-n", "/proc/self/ns/net", "-N", "5"], "exclude each other"),
-    (["-r", REC, "-p", "80"], "no -n, -N, -p or -t"),
+    (["-r", REC, "-p", "80"], "no -n, -N, -p, -t or -B"),
+    (["-B", "3"], "-B '3'"), (["-B", "6"], "not a power of two"), (["-B", "2097152"], "-B '2097152'"),
     (["-p", "1"] * 17, "at most 16 ports"),
 ]
 
@@ -182,6 +183,12 @@ while cmd:
             socket.create_connection(("127.0.0.1", port + 1))
         except ConnectionRefusedError:
             pass
+    elif cmd == "burst":
+        l = socket.socket(); l.bind(("127.0.0.1", port)); l.listen(64)
+        for _ in range(40):
+            c = socket.create_connection(("127.0.0.1", port)); a, _ = l.accept()
+            c.close(); a.close()
+        l.close()
     elif cmd == "syn-lost":
         try:
             socket.create_connection(("127.0.0.1", port + 2), timeout=30)
@@ -329,6 +336,39 @@ def test_live_orphan_close_timewait_substate(bindir, tcpevents, netns, tmp_path)
             actor.p.kill()
     orphan = CLIENT[:4] + (("FIN-WAIT-2", "FIN-WAIT-2"), ("FIN-WAIT-2", "UNCONN"))
     assert sorted(transitions(events_of(lines)).values()) == sorted([LISTENER, orphan, SERVER]), lines
+
+
+@pytest.mark.netns
+def test_live_lost_is_what_a_full_ring_dropped(bindir, tcpevents, netns, tmp_path):
+    """Two watchers of the same port: one with a 4 KiB ring buffer (39 records of 96 + 8 bytes) stopped while 40
+    connections open and close, one with the default 1 MiB.  The stopped one's events and lost
+    add up to the other's events."""
+    port = 21078
+    big = start_tcpevents(bindir, netns, tmp_path, "-p", str(port))
+    small = Bg([os.path.join(bindir, "tcpevents"), "-n", f"/var/run/netns/{netns}",
+                "-p", str(port), "-B", "4"], tmp_path / "small.txt")
+    actor = None
+    try:
+        waitfor(bindir, small.out, "^ready ", small.p.pid)
+        small.p.send_signal(signal.SIGSTOP)
+        actor = Actor(netns, port)
+        actor.do("burst")
+        waitfor(bindir, big.out, "old=LISTEN new=UNCONN ", big.p.pid)
+        actor.close()
+        small.p.send_signal(signal.SIGCONT)
+        big_lines, small_lines = big.stop(), small.stop()
+    finally:
+        if small.p.poll() is None:
+            small.p.send_signal(signal.SIGCONT)
+        big.kill()
+        small.kill()
+        if actor is not None and actor.p.poll() is None:
+            actor.p.kill()
+    want = len(events_of(big_lines))
+    end = kv(small_lines[-1])
+    assert int(end["events"]) == len(small_lines) - 2
+    assert want > 400 and int(end["lost"]) > 0, (want, small_lines[-1])
+    assert int(end["events"]) + int(end["lost"]) == want, (want, small_lines[-1])
 
 
 def nstat(ns, name):
