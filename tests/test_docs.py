@@ -58,9 +58,9 @@ def missing_line(block, source_lines):
 
 def all_quotes():
     cases = []
-    for md in sorted(DOCS.glob("*.md")):
+    for md in sorted(DOCS.rglob("*.md")):      # the sheets and their keys too
         for src, block, lineno in quoted_blocks(md.read_text()):
-            cases.append(pytest.param(md, src, block, id=f"{md.name}:{lineno}"))
+            cases.append(pytest.param(md, src, block, id=f"{md.relative_to(DOCS)}:{lineno}"))
     return cases
 
 
@@ -68,9 +68,11 @@ QUOTES = all_quotes()
 
 
 def test_the_experiment_pages_mark_their_quotes():
-    pages = {p.name for p, _src, _b in (c.values for c in QUOTES)}
+    pages = {str(p.relative_to(DOCS)) for p, _src, _b in (c.values for c in QUOTES)}
+    lesson = ("p01-synretry", "p02-accept-queue", "p03-small-writes", "p05-close", "p06-time-wait")
     for name in ("accept-path.md", "connect-modes.md", "poll-scaling.md", "p01-connect-time.md",
-                 "p01-machine.md", "p01-strace.md", "p01-synretry.md", "p01-timeout.md"):
+                 "p01-machine.md", "p01-strace.md", "p01-timeout.md",
+                 *(f"{u}.md" for u in lesson), *(f"sheets/key/{u}.md" for u in lesson)):
         assert name in pages, f"docs/{name} marks no quoted output block"
 
 
@@ -113,12 +115,56 @@ def relative_links(text):
 
 def test_relative_links_resolve():
     bad = []
-    for md in sorted(DOCS.glob("*.md")):
+    for md in sorted([*DOCS.rglob("*.md"), ROOT / "README.md"]):
         for target in relative_links(md.read_text()):
             path = (md.parent / target).resolve()
             if not path.exists():
-                bad.append(f"{md.name}: {target}")
+                bad.append(f"{md.relative_to(ROOT)}: {target}")
     assert not bad, "links to missing files: " + ", ".join(bad)
+
+
+def slug(heading):
+    """A heading's anchor as GitHub makes it: lower case, punctuation dropped, spaces to '-'."""
+    h = re.sub(r"[^\w\- ]", "", heading.strip().lower())
+    return h.replace(" ", "-")
+
+
+def anchors(text):
+    """The anchors of a markdown text: its headings' (outside fenced blocks; -1, -2 for repeats)
+    and each <a id="…"></a>."""
+    seen, out, fenced = {}, set(), False
+    for line in text.split("\n"):
+        if line.startswith("```"):
+            fenced = not fenced
+        m = None if fenced else re.match(r"^#{1,6}\s+(.*?)\s*#*\s*$", line)
+        if m:
+            a = slug(m.group(1))
+            n = seen.get(a, 0)
+            seen[a] = n + 1
+            out.add(a if n == 0 else f"{a}-{n}")
+    return out | set(re.findall(r'<a id="([^"]+)"></a>', text))
+
+
+def test_anchors_resolve():
+    """A link to PAGE.md#anchor names a heading that PAGE has (a page split in two keeps the
+    anchors other pages link to)."""
+    bad = []
+    for md in sorted([*DOCS.rglob("*.md"), ROOT / "README.md"]):
+        text = md.read_text()
+        for target in LINK.findall(text):
+            if re.match(r"^[a-z][a-z0-9+.-]*:", target) or "#" not in target:
+                continue
+            page, anchor = target.split("#", 1)
+            path = (md.parent / page).resolve() if page else md
+            if path.suffix == ".md" and path.exists() and anchor not in anchors(path.read_text()):
+                bad.append(f"{md.relative_to(ROOT)}: {target}")
+    assert not bad, "links to missing headings: " + ", ".join(bad)
+
+
+def test_anchor_making():
+    assert slug("Why 1024 s, and not 1 s?") == "why-1024-s-and-not-1-s"
+    assert anchors("# A b\n```\n# not\n```\n## A b\n") == {"a-b", "a-b-1"}
+    assert anchors('| <a id="row-x"></a>x |') == {"row-x"}
 
 
 def test_link_parsing():
