@@ -76,7 +76,8 @@ UNIT_SKIPPED=3	# a collect script's exit status for "cannot run on this kernel" 
 usage() {
 	cat <<USAGE
 usage: ./run.sh [--quick] [--all] [--kernel VERSION|all] [--accel tcg|kvm] [--out DIR]
-                [--mtu N] [--allow-foreign-out] [--ktap] [NAME...]
+                [--mtu N] [--allow-foreign-out] [--ktap] [--set KNOB=VALUE]... [NAME...]
+       ./run.sh NAME... --help
        ./run.sh diff DIR_A DIR_B
        ./run.sh matrix [--out DIR] DIR DIR [DIR...]
        ./run.sh kcidb --origin ORIGIN --build-id ORIGIN:ID [--run-id ID] [KTAP]
@@ -108,6 +109,12 @@ Installed (make install, as tcplab), it builds nothing and writes outputs/ of th
                    below a unit's "mtu min" there, it is refused when named, skipped when a set
                    chose it (docs/wire.md, "Small MTUs")
   --allow-foreign-out  as root, write to a DIR another user owns (refused by default)
+  --set KNOB=VALUE a knob of the units named (experiments/units, "# knob:" lines): a parameter
+                   the unit declares with its default, range and meaning; once per knob, checked
+                   before anything starts (bad name or value: exit 2); the outputs record the
+                   knobs given ("knobs" in the .json, a "knobs:" line in the .txt); an older
+                   variable such as TL_P03_REQUESTS still sets its knob; not with --kernel all
+  NAME... --help   each unit's line of the table and its knobs: default, range, meaning
   --ktap           print KTAP (kselftest's result format) on stdout: one test point per unit, ok,
                    not ok or "# SKIP reason", progress as "# " lines; all else goes to stderr
   diff A B         compare two output directories through their .json files (exit 1 if they differ)
@@ -118,7 +125,8 @@ Installed (make install, as tcplab), it builds nothing and writes outputs/ of th
                    --origin the submitter's KCIDB origin, --build-id the kernel build tested,
                    --run-id this run (default: from the KTAP's SHA-256); exit 1 bad KTAP
                    (docs/kernel-matrix.md, "KCIDB")
-  --list           print the unit table (experiments/units): sets, durations, limits, needs
+  --list           print the unit table (experiments/units): sets, durations, limits, needs,
+                   and each unit's knobs (NAME=DEFAULT)
   --version        print tcplab's version (each unit's .json records it as tcplab_version)
 
 Units marked alone=yes (they measure a speed) run by themselves, after the others. A unit whose
@@ -226,6 +234,9 @@ declare -A U_REPORT=() U_SET=() U_QUICK=() U_ALONE=() U_EXPECT=() U_LIMIT=() U_R
 declare -A U_QEMU_WHY=()	# qemu=no units: why not in a guest ("# qemu no: UNIT: why" lines)
 declare -A U_MTU=()	# wire units: the veth pair's MTU (netns "wire" is 1500, "wire:N" is N)
 declare -A U_MTU_MIN=() U_MTU_WHY=()	# "# mtu min: UNIT: N: why": the least MTU UNIT runs at
+# "# knob: UNIT: NAME: DEFAULT: RANGE: [env VAR: ]MEANING": a parameter of UNIT that --set
+# changes (docs/design.md, "Knobs").  U_KNOBS[UNIT]: its names in table order; K_* by UNIT:NAME.
+declare -A U_KNOBS=() K_DEFAULT=() K_RANGE=() K_ENV=() K_WHAT=() K_VALUE=() K_GIVEN=()
 
 # collect_script UNIT REPORT: the unit's collect script, in its experiment's folder: the
 # report's (experiments/REPORT/UNIT.sh), or the unit's own when it feeds none (docs/design.md).
@@ -254,6 +265,10 @@ load_units() {
 			wire_mtu_ok "${BASH_REMATCH[2]}" ||
 				die $EXIT_FAIL "$UNITS_FILE:$n: mtu min '${BASH_REMATCH[2]}': want 68..65535 (a veth's range)"
 			U_MTU_MIN[${BASH_REMATCH[1]}]=${BASH_REMATCH[2]} U_MTU_WHY[${BASH_REMATCH[1]}]=${BASH_REMATCH[3]}
+			continue
+		fi
+		if [[ $line =~ ^#\ knob: ]]; then
+			knob_line "$line" || die $EXIT_FAIL "$UNITS_FILE:$n: $bad"
 			continue
 		fi
 		read -r name report set quick alone expect limit root netns qemu extra <<< "$line"
@@ -285,11 +300,152 @@ load_units() {
 		case $netns in wire) U_MTU[$name]=$WIRE_MTU_DEFAULT ;; wire:*) U_MTU[$name]=${netns#wire:} ;; esac
 	done < "$UNITS_FILE"
 	[ ${#UNIT_NAMES[@]} -gt 0 ] || die $EXIT_FAIL "$UNITS_FILE lists no unit"
+	for name in "${!U_KNOBS[@]}"; do
+		[ -n "${U_SET[$name]:-}" ] || die $EXIT_FAIL "$UNITS_FILE: a knob for '$name', which is no unit"
+	done
 	for name in "${!U_MTU_MIN[@]}"; do
 		[ -n "${U_MTU[$name]:-}" ] ||
 			die $EXIT_FAIL "$UNITS_FILE: mtu min for '$name', which is no wire unit (netns wire)"
 		[ "${U_MTU[$name]}" -ge "${U_MTU_MIN[$name]}" ] ||
 			die $EXIT_FAIL "$UNITS_FILE: $name: netns wire:${U_MTU[$name]} is below its mtu min ${U_MTU_MIN[$name]}"
+	done
+}
+
+# knob_line LINE: one "# knob:" line of the table into U_KNOBS and K_*; else false, with bad
+# saying why.  RANGE is MIN..MAX (whole numbers) or words separated by '|'; DEFAULT must be in it;
+# "env VAR: " names an older environment variable that sets the knob when --set does not.
+knob_line() {
+	local re='^# knob: ([a-z0-9][a-z0-9-]*): ([a-z][a-z0-9_]{0,30}): ([^ :]+): ([^ :]+): (env (TL_[A-Z0-9_]+): )?([^ ].*)$'
+	[[ $1 =~ $re ]] || { bad="knob: want '# knob: UNIT: NAME: DEFAULT: MIN..MAX or a|b|c: [env VAR: ]meaning'"; return 1; }
+	local u=${BASH_REMATCH[1]} k=${BASH_REMATCH[2]} def=${BASH_REMATCH[3]} range=${BASH_REMATCH[4]}
+	[[ $range =~ ^(0|[1-9][0-9]{0,8})\.\.(0|[1-9][0-9]{0,8})$ ]] && [ "${BASH_REMATCH[1]}" -le "${BASH_REMATCH[2]}" ] ||
+		[[ $range =~ ^[a-z0-9_-]+(\|[a-z0-9_-]+)+$ ]] || { bad="knob $k: range '$range': want MIN..MAX or a|b|c"; return 1; }
+	[[ $1 =~ $re ]]	# again: the range's match replaced BASH_REMATCH
+	case " ${U_KNOBS[$u]:-} " in *" $k "*) bad="knob $k of $u declared twice"; return 1 ;; esac
+	K_RANGE[$u:$k]=$range K_ENV[$u:$k]=${BASH_REMATCH[6]} K_WHAT[$u:$k]=${BASH_REMATCH[7]}
+	knob_ok "$u" "$k" "$def" || { bad="knob $k: default '$def' is not in $range"; return 1; }
+	K_DEFAULT[$u:$k]=$def
+	U_KNOBS[$u]="${U_KNOBS[$u]:-}${U_KNOBS[$u]:+ }$k"
+}
+
+# knob_ok UNIT NAME VALUE: whether VALUE is in the knob's range.
+knob_ok() {
+	local range=${K_RANGE[$1:$2]} v=$3
+	if [[ $range =~ ^[0-9]+\.\.[0-9]+$ ]]; then
+		[[ $v =~ ^(0|[1-9][0-9]{0,8})$ ]] && [ "$v" -ge "${range%..*}" ] && [ "$v" -le "${range#*..}" ]
+	else
+		case "|$range|" in *"|$v|"*) [[ $v =~ ^[a-z0-9_-]+$ ]] ;; *) false ;; esac
+	fi
+}
+
+# knob_want UNIT NAME: what a knob's value must be, for a refusal.
+knob_want() {
+	case ${K_RANGE[$1:$2]} in
+	*..*) echo "want a whole number ${K_RANGE[$1:$2]}" ;;
+	*) echo "want one of ${K_RANGE[$1:$2]//|/, }" ;;
+	esac
+}
+
+# resolve_knobs SETTING... (NAME=VALUE, from --set) for the units named in KNOB_UNITS: each
+# knob's value into K_VALUE (--set, else its env variable, else its default), or one line and
+# exit 2: a malformed setting, a name given twice, a name none of the units has, a value out of
+# its range.
+resolve_knobs() {
+	local s k v u given=" " found
+	local -A setv=()
+	for s in "$@"; do
+		[[ $s =~ ^([a-z][a-z0-9_]*)=(.*)$ ]] ||
+			die $EXIT_USAGE "--set '${s//[![:print:]]/?}': want NAME=VALUE (./run.sh UNIT --help lists its knobs)"
+		k=${BASH_REMATCH[1]} v=${BASH_REMATCH[2]}
+		case $given in *" $k "*) die $EXIT_USAGE "--set $k given twice" ;; esac
+		given="$given$k "
+		found=""
+		for u in "${KNOB_UNITS[@]}"; do
+			case " ${U_KNOBS[$u]:-} " in *" $k "*) ;; *) continue ;; esac
+			found=1
+			knob_ok "$u" "$k" "$v" || die $EXIT_USAGE "--set $k='${v//[![:print:]]/?}': $(knob_want "$u" "$k") ($u)"
+		done
+		[ -n "$found" ] || die $EXIT_USAGE "--set $k: $(no_such_knob "$k")"
+		setv[$k]=$v
+	done
+	for u in "${KNOB_UNITS[@]}"; do
+		for k in ${U_KNOBS[$u]:-}; do
+			if [ -n "${setv[$k]+1}" ]; then
+				v=${setv[$k]} K_GIVEN[$u:$k]=1
+			elif [ -n "${K_ENV[$u:$k]}" ] && [ -n "${!K_ENV[$u:$k]:-}" ]; then
+				v=${!K_ENV[$u:$k]} K_GIVEN[$u:$k]=1
+				knob_ok "$u" "$k" "$v" ||
+					die $EXIT_USAGE "${K_ENV[$u:$k]}='${v//[![:print:]]/?}' (knob $k of $u): $(knob_want "$u" "$k")"
+			else
+				v=${K_DEFAULT[$u:$k]}
+			fi
+			K_VALUE[$u:$k]=$v
+		done
+	done
+}
+
+# no_such_knob NAME: why NAME is refused, naming the knobs the units of the run do have.
+no_such_knob() {
+	local u have=""
+	for u in "${KNOB_UNITS[@]}"; do
+		[ -z "${U_KNOBS[$u]:-}" ] || have="$have${have:+; }$u has ${U_KNOBS[$u]// /, }"
+	done
+	if [ ${#KNOB_UNITS[@]} -eq 0 ]; then
+		echo "--set needs the units named (./run.sh UNIT --set NAME=VALUE)"
+	else
+		echo "no such knob for ${KNOB_UNITS[*]} (${have:-no knobs there}; ./run.sh UNIT --help)"
+	fi
+}
+
+# knob_env UNIT: the unit's knobs as env arguments (TL_KNOB_NAME=VALUE ...), one per line.
+knob_env() {
+	local k
+	for k in ${U_KNOBS[$1]:-}; do printf 'TL_KNOB_%s=%s\n' "${k^^}" "${K_VALUE[$1:$k]}"; done
+}
+
+# knob_export UNIT...: for a --kernel guest, whose units all get the environment vm.sh forwards
+# (its TL_* variables): each knob's TL_KNOB_NAME exported; two units of the run with a knob of
+# the same name and different values cannot both have theirs, and are refused.
+knob_export() {
+	local u k
+	local -A owner=()
+	for u in "$@"; do
+		for k in ${U_KNOBS[$u]:-}; do
+			[ -z "${owner[$k]:-}" ] || [ "${K_VALUE[${owner[$k]}:$k]}" = "${K_VALUE[$u:$k]}" ] ||
+				die $EXIT_USAGE "--kernel: knob $k is ${K_VALUE[${owner[$k]}:$k]} for ${owner[$k]} and ${K_VALUE[$u:$k]} for $u, and a guest's units share one environment: run them apart"
+			owner[$k]=$u
+			export "TL_KNOB_${k^^}=${K_VALUE[$u:$k]}"
+		done
+	done
+}
+
+# knob_record UNIT DIR: the knobs given to the unit (--set, or the older env variable) with their
+# values, DIR/knobs.txt (NAME=VALUE, table order), which its report records as "knobs"
+# (docs/output-format.md).  Nothing when none was given: a run with the defaults writes the
+# same outputs as before knobs were there.
+knob_record() {
+	local k lines=""
+	[ -d "$2" ] || return 0
+	for k in ${U_KNOBS[$1]:-}; do
+		[ -z "${K_GIVEN[$1:$k]:-}" ] || lines="$lines$k=${K_VALUE[$1:$k]}"$'\n'
+	done
+	[ -z "$lines" ] || printf '%s' "$lines" > "$2/knobs.txt"
+}
+
+# unit_help UNIT: one unit's line of the table and its knobs, for ./run.sh UNIT --help.
+unit_help() {
+	local u=$1 k
+	printf '%s: report %s, set %s, about %s s (limit %s s), root %s, netns %s, qemu %s\n' "$u" \
+		"${U_REPORT[$u]}" "${U_SET[$u]}" "${U_EXPECT[$u]}" "${U_LIMIT[$u]}" "${U_ROOT[$u]}" \
+		"${U_NETNS[$u]}" "${U_QEMU[$u]}"
+	if [ -z "${U_KNOBS[$u]:-}" ]; then
+		echo "  no knobs"
+		return 0
+	fi
+	echo "  knobs (--set NAME=VALUE):"
+	for k in ${U_KNOBS[$u]}; do
+		printf '    %-12s default %-6s range %-16s %s%s\n' "$k" "${K_DEFAULT[$u:$k]}" \
+			"${K_RANGE[$u:$k]}" "${K_WHAT[$u:$k]}" "${K_ENV[$u:$k]:+ (also env ${K_ENV[$u:$k]})}"
 	done
 }
 
@@ -307,13 +463,17 @@ qemu_no() {
 
 # --list: the table, one aligned line per unit under a header.
 list_units() {
-	local u f="%-22s %-22s %-8s %-6s %-5s %8s %8s  %-4s %5s  %s\n"
+	local u k knobs f="%-22s %-22s %-8s %-6s %-5s %8s %8s  %-4s %5s  %s\n"
 	# shellcheck disable=SC2059 # one format for the header and the rows
 	printf "$f" unit report set quick alone expect_s limit_s root netns qemu
 	for u in "${UNIT_NAMES[@]}"; do
 		# shellcheck disable=SC2059
-		printf "$f" "$u" "${U_REPORT[$u]}" "${U_SET[$u]}" "${U_QUICK[$u]}" "${U_ALONE[$u]}" \
+		printf "${f%\\n}" "$u" "${U_REPORT[$u]}" "${U_SET[$u]}" "${U_QUICK[$u]}" "${U_ALONE[$u]}" \
 			"${U_EXPECT[$u]}" "${U_LIMIT[$u]}" "${U_ROOT[$u]}" "${U_NETNS[$u]}" "${U_QEMU[$u]}"
+		# a unit's knobs after its row, NAME=DEFAULT (./run.sh UNIT --help says more)
+		knobs=""
+		for k in ${U_KNOBS[$u]:-}; do knobs="$knobs${knobs:+,}$k=${K_DEFAULT[$u:$k]}"; done
+		printf '%s\n' "${knobs:+  knobs: $knobs}"
 	done
 }
 
@@ -395,8 +555,9 @@ is_elf() {
 declare -A UNIT_PID=() UNIT_T0=() UNIT_NS=() UNIT_TIMED_OUT=() WHY=()
 declare -A UNIT_STARTED=() UNIT_RC=() UNIT_RAN=() LOG_PID=()	# for a failed unit's outputs
 start_unit() {
-	local unit=$1 ns="$NS_PREFIX-$$-$RANDOM$RANDOM-$1" ns2="" srv="" mtu=""
+	local unit=$1 ns="$NS_PREFIX-$$-$RANDOM$RANDOM-$1" ns2="" srv="" mtu="" knobs=()
 	mkdir -p "$TMPDIR_RUN/raw"
+	mapfile -t knobs < <(knob_env "$unit")	# TL_KNOB_NAME=VALUE, checked by resolve_knobs
 	UNIT_T0[$unit]=$SECONDS
 	UNIT_STARTED[$unit]=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 	UNIT_NS[$unit]=""
@@ -405,7 +566,7 @@ start_unit() {
 		# not root: a user+network namespace of its own, gone with its last process
 		unit_log_start "$unit"
 		unshare -rn sh -c '"$0" link set lo up && exec "$@"' "$IP" \
-			setsid env TL_BIN="$TL_BIN" ${TL_QUICK:+TL_QUICK=1} \
+			setsid env TL_BIN="$TL_BIN" ${TL_QUICK:+TL_QUICK=1} "${knobs[@]}" \
 			sh "$(collect_script "$unit" "${U_REPORT[$unit]}")" "$TMPDIR_RUN/raw/$unit" 2> "$TMPDIR_RUN/log/$unit.fifo" &
 		UNIT_PID[$unit]=$!
 		log "$unit: started in an unprivileged user+network namespace (unshare -rn)"
@@ -436,7 +597,7 @@ start_unit() {
 		rm -f "$TMPDIR_RUN/wire-$unit.err"
 	fi
 	unit_log_start "$unit"
-	ip netns exec "$ns" setsid env TL_BIN="$TL_BIN" ${TL_QUICK:+TL_QUICK=1} ${ns2:+TL_NS2=$ns2} \
+	ip netns exec "$ns" setsid env TL_BIN="$TL_BIN" ${TL_QUICK:+TL_QUICK=1} "${knobs[@]}" ${ns2:+TL_NS2=$ns2} \
 		${srv:+TL_WIRE=1 TL_NS_SERVER=$srv TL_MTU=$mtu} \
 		sh "$(collect_script "$unit" "${U_REPORT[$unit]}")" "$TMPDIR_RUN/raw/$unit" 2> "$TMPDIR_RUN/log/$unit.fifo" &
 	UNIT_PID[$unit]=$!
@@ -571,6 +732,7 @@ finish_unit() {
 	for ns in ${UNIT_NS[$unit]}; do tl_netns_delete "$ns"; done
 	unit_log_end "$unit"
 	UNIT_RC[$unit]=$status UNIT_RAN[$unit]=$((SECONDS - UNIT_T0[$unit]))
+	knob_record "$unit" "$TMPDIR_RUN/raw/$unit"
 	# stderr files that stayed empty, and the fifos of a unit that was stopped
 	find "$TMPDIR_RUN/raw/$unit" \( -name "*.err" -empty -o -type p \) -delete 2> /dev/null || true
 	if [ -n "${UNIT_TIMED_OUT[$unit]}" ]; then
@@ -734,6 +896,7 @@ run_vm() {
 	[ -n "$OUT_SET" ] || rs_switch_out "$OUTPUTS/$release"
 	for u in "$@"; do
 		[ ! -d "$raw/$u" ] || cp "$raw/vm.txt" "$raw/$u/vm.txt"	# how this unit's guest ran
+		knob_record "$u" "$raw/$u"
 		rc=$(sed -n "s/^unit\.$u=//p" "$raw/vm.txt" | head -n 1)
 		UNIT_RC[$u]=${rc:-missing}
 		# a unit that ran to its end (unit.U=0) counts even when a later one hung the guest
@@ -782,10 +945,14 @@ main() {
 		shift
 		exec "$PY" "$TOP/experiments/tools/tcplab_kcidb.py" "$@"
 	fi
-	local list="" accel_set="" seen=" "
+	local list="" accel_set="" seen=" " help="" sets=()
 	while [ $# -gt 0 ]; do
 		case $1 in
-		-h | --help) usage; exit 0 ;;
+		# --help alone is the usage; with a unit named before or right after it, that unit's knobs
+		-h | --help) if [ ${#units[@]} -eq 0 ] && { [ $# -lt 2 ] || [[ $2 == -* ]]; }; then usage; exit 0; fi
+			help=1 ;;
+		--set) [ $# -ge 2 ] || die $EXIT_USAGE "--set needs NAME=VALUE (./run.sh UNIT --help lists its knobs)"
+			sets+=("$2"); shift ;;
 		--version) echo "tcplab $TCPLAB_VERSION"; exit 0 ;;
 		--list) list=1 ;;
 		--quick) quick=1 ;;
@@ -808,8 +975,18 @@ main() {
 	# --ktap: KTAP alone on stdout; what the build, the units and the reports print goes to stderr
 	[ -z "$KTAP" ] || [ -n "$list" ] || exec {KTAP_FD}>&1 1>&2
 	load_units
+	if [ -n "$help" ]; then	# ./run.sh UNIT... --help: each unit's line and knobs
+		[ -z "$list$quick$all$KERNEL$accel_set$OUT_SET$MTU_OPT$KTAP" ] && [ ${#sets[@]} -eq 0 ] ||
+			die $EXIT_USAGE "--help with a unit takes no other option"
+		for u in "${units[@]}"; do
+			[[ $u =~ ^[a-z0-9][a-z0-9-]*$ ]] && [ -n "${U_SET[$u]:-}" ] ||
+				die $EXIT_USAGE "unknown experiment '${u//[![:print:]]/?}' (./run.sh --list shows them)"
+		done
+		for u in "${units[@]}"; do unit_help "$u"; done
+		exit 0
+	fi
 	if [ -n "$list" ]; then
-		[ -z "$quick$all$KERNEL$accel_set$OUT_SET$MTU_OPT$KTAP" ] && [ ${#units[@]} -eq 0 ] ||
+		[ -z "$quick$all$KERNEL$accel_set$OUT_SET$MTU_OPT$KTAP" ] && [ ${#units[@]} -eq 0 ] && [ ${#sets[@]} -eq 0 ] ||
 			die $EXIT_USAGE "--list takes no other argument"
 		list_units
 		exit 0
@@ -832,6 +1009,15 @@ main() {
 	if [ ${#units[@]} -gt 0 ] && [ -n "$all" ]; then
 		die $EXIT_USAGE "--all selects the units: name none with it"
 	fi
+	# knobs: checked before anything starts; the values of every unit of the run, its own
+	# defaults (with no --set: what the unit always did); --set only with units named
+	[ ${#sets[@]} -eq 0 ] || [ ${#units[@]} -gt 0 ] || die $EXIT_USAGE "--set needs the units named (./run.sh UNIT --set NAME=VALUE)"
+	[ ${#sets[@]} -eq 0 ] || [ "$KERNEL" != all ] || die $EXIT_USAGE "--set with --kernel all: not supported (use --set with one --kernel VER)"
+	unset "${!TL_KNOB_@}"	# a unit sees only the knobs run.sh gives it
+	KNOB_UNITS=("${units[@]}")
+	[ ${#units[@]} -gt 0 ] || KNOB_UNITS=("${UNIT_NAMES[@]}")
+	resolve_knobs "${sets[@]}"
+	[ -z "$KERNEL" ] || [ "$KERNEL" = all ] || knob_export "${KNOB_UNITS[@]}"
 	local named="" named_units=("${units[@]}")
 	[ ${#units[@]} -eq 0 ] || named=1
 	[ -z "$KTAP" ] || [ "$KERNEL" != all ] ||

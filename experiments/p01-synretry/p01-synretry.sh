@@ -1,11 +1,18 @@
 #!/bin/sh
 # p01-synretry: a blocking connect() to a listener whose accept queue is full, so every SYN is
 # dropped (ListenOverflows) and the client retransmits until the kernel gives up (ETIMEDOUT).
-# TL_SYNCNT sets TCP_SYNCNT (default 2); empty means the system default (tcp_syn_retries).
+# TL_SYNCNT sets TCP_SYNCNT (default: the knob syncnt, 2); empty means the system default
+# (tcp_syn_retries: the knob syn_retries of p01-synretry-default sets it in this namespace).
 . "$(dirname "$0")/../lib/collect.sh"
 tl_init "$1"
 PORT=21013
-SYNCNT=${TL_SYNCNT-2}
+SYNCNT=${TL_SYNCNT-${TL_KNOB_SYNCNT:-2}}
+# before machine reads the sysctls; written only when it differs, so the default changes nothing
+if [ -n "${TL_KNOB_SYN_RETRIES:-}" ] &&
+	[ "$(cat /proc/sys/net/ipv4/tcp_syn_retries)" != "$TL_KNOB_SYN_RETRIES" ]; then
+	sysctl -qw "net.ipv4.tcp_syn_retries=$TL_KNOB_SYN_RETRIES" ||
+		tl_die "sysctl net.ipv4.tcp_syn_retries=$TL_KNOB_SYN_RETRIES in the unit's namespace failed"
+fi
 KEEP="TcpExtListenOverflows,TcpExtListenDrops,TcpExtTCPSynRetrans,TcpAttemptFails,TcpActiveOpens"
 KEEP="$KEEP,TcpOutSegs,TcpRetransSegs"
 

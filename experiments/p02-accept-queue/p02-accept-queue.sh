@@ -20,7 +20,8 @@
 # shellcheck disable=SC2034 # read by tl_init (TL_WATCH_US)
 TL_GUEST_WATCH_US=10000
 tl_wire_init "$1"
-N=4			# the backlog of parts seq, burst, abort
+N=4			# the backlog of parts burst, abort
+SEQ_BACKLOG=${TL_KNOB_SEQ_BACKLOG:-$N}	# part seq's (the knob seq_backlog; experiments/units)
 SYNACK_RETRIES=1	# the server's SYN-ACK retransmissions, to keep the unit short
 BYTES=100		# what each client sends once connected
 SOMAXCONN=8
@@ -63,7 +64,9 @@ rec_sysctls() {
 		side_sysctls server $_sv
 		# shellcheck disable=SC2086
 		side_sysctls client $_cv
-		echo "constant backlog_n=$N bytes=$BYTES flood=$FLOOD flood_backlog=$FLOOD_BACKLOG" \
+		# part seq's own backlog under the name the others' has: the report reads each part's
+		echo "constant backlog_n=$([ "$1" = seq ] && echo "$SEQ_BACKLOG" || echo "$N")" \
+			"bytes=$BYTES flood=$FLOOD flood_backlog=$FLOOD_BACKLOG" \
 			"base=$BASE"
 	} > "$RAW/$1-sysctls.txt"
 }
@@ -128,11 +131,11 @@ clients() {
 srv_set "net.ipv4.tcp_synack_retries=$SYNACK_RETRIES" net.ipv4.tcp_no_metrics_save=1
 CLIENTS=""
 
-# 1. seq: N+3 clients one after another; the last two find the queue full at their SYN and
-# stay in SYN-SENT; wait for each one's first SYN retransmission
-tl_log "seq: backlog $N, $((N + 3)) clients one after another"
-begin seq 21201 "$N"
-clients clients -n $((N + 3)) -m seq -w 200
+# 1. seq: SEQ_BACKLOG+3 clients one after another; the last two find the queue full at their
+# SYN and stay in SYN-SENT; wait for each one's first SYN retransmission
+tl_log "seq: backlog $SEQ_BACKLOG, $((SEQ_BACKLOG + 3)) clients one after another"
+begin seq 21201 "$SEQ_BACKLOG"
+clients clients -n $((SEQ_BACKLOG + 3)) -m seq -w 200
 tl_wait_count "$TL_WATCH" "$RAW/seq-sockwatch.txt" 'state=SYN-SENT .*retrans=1 ' 2 5
 snap seq end
 finish

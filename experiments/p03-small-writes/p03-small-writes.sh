@@ -14,8 +14,10 @@
 # the connection is still open.
 . "$(dirname "$0")/../lib/collect.sh"
 tl_wire_init "$1"
-REQUESTS=${TL_P03_REQUESTS:-100}
-BULK=${TL_P03_BULK:-2000}
+# the knobs requests and bulk (experiments/units; run.sh checks them and also reads the older
+# TL_P03_REQUESTS and TL_P03_BULK)
+REQUESTS=${TL_KNOB_REQUESTS:-${TL_P03_REQUESTS:-100}}
+BULK=${TL_KNOB_BULK:-${TL_P03_BULK:-2000}}
 KEEP="TcpExtDelayedACKs,TcpExtDelayedACKLocked,TcpExtDelayedACKLost,TcpExtTCPPureAcks,TcpExtTCPHPAcks,TcpExtTCPAutoCorking,TcpOutSegs,TcpInSegs,TcpRetransSegs"
 
 # the kernel's pingpong threshold where it is a sysctl (absent before it became one), and the

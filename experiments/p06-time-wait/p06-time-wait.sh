@@ -70,6 +70,15 @@ unwatch() {
 		tl_die "$(basename "$2"): sockwatch ended before its socket was gone"
 }
 
+# the knob fin_timeout (experiments/units): tcp_fin_timeout in both namespaces, written only
+# where it differs (60 in a fresh namespace), before the sysctls are recorded; TIME-WAIT's
+# length is TCP_TIMEWAIT_LEN whatever it is
+FIN_TIMEOUT=${TL_KNOB_FIN_TIMEOUT:-60}
+[ "$(cat /proc/sys/net/ipv4/tcp_fin_timeout)" = "$FIN_TIMEOUT" ] ||
+	sysctl -qw "net.ipv4.tcp_fin_timeout=$FIN_TIMEOUT" || tl_die "sysctl tcp_fin_timeout=$FIN_TIMEOUT failed"
+[ "$(tl_srv cat /proc/sys/net/ipv4/tcp_fin_timeout)" = "$FIN_TIMEOUT" ] ||
+	tl_srv sysctl -qw "net.ipv4.tcp_fin_timeout=$FIN_TIMEOUT" ||
+	tl_die "sysctl tcp_fin_timeout=$FIN_TIMEOUT in the server's namespace failed"
 tl_sysctls "$SYSCTLS" > "$RAW/sysctls.txt" || tl_die "reading the sysctls failed"
 tl_sysctls "$SYSCTLS" tl_srv > "$RAW/server-sysctls.txt" || tl_die "reading the server's sysctls failed"
 echo "progress_s=$PROGRESS_S wait_s=$WAIT_S" > "$RAW/params.txt"

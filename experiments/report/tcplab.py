@@ -728,6 +728,13 @@ def write_outputs(outdir, name, lines, obj, made=None):
         obj.setdefault("schema", SCHEMA)
         if VERSIONS_READ:
             obj.setdefault("tcplab_version", ", ".join(sorted(set(VERSIONS_READ.values()))))
+        knobs = {}
+        for k in KNOBS_READ.values():
+            knobs.update(k)
+        if knobs and "knobs" not in obj:
+            obj["knobs"] = knobs
+            lines = list(lines) + ["knobs: " + " ".join(f"{k}={v}" for k, v in knobs.items())
+                                   + " (./run.sh UNIT --set NAME=VALUE; every other knob at its default)"]
         text = "\n".join(lines) + "\n"
         js = dumps(obj)
         atomic_write_all({os.path.join(outdir, name + ".txt"): text,
@@ -804,6 +811,28 @@ class _NoPicture(Exception):
 # {unit: the tcplab version that collected its raw directory}, for each raw directory this
 # process read through unit_dir(); write_outputs() records them as "tcplab_version".
 VERSIONS_READ = {}
+# {unit: {knob: value}}: the knobs given to each unit read (raw/<unit>/knobs.txt, written by
+# run.sh for a --set); write_outputs() records them as "knobs" and a "knobs:" line.
+KNOBS_READ = {}
+
+
+def read_knobs(rawdir):
+    """The knobs run.sh was given for the unit (raw/<unit>/knobs.txt: NAME=VALUE lines), as
+    {name: int or word}; None when there is no such file (no --set: every knob at its default)."""
+    path = os.path.join(rawdir, "knobs.txt")
+    lines = read_lines(path, optional=True)
+    if lines is None:
+        return None
+    out = {}
+    for i, line in enumerate(lines, 1):
+        m = re.fullmatch(r"([a-z][a-z0-9_]{0,30})=([a-z0-9_-]{1,32})", line.rstrip("\n"))
+        if not m or m.group(1) in out:
+            raise RawError(f"{path}: line {i}: not NAME=VALUE (a knob, each once)")
+        v = m.group(2)
+        out[m.group(1)] = int(v) if re.fullmatch(r"0|[1-9][0-9]{0,8}", v) else v
+    if not out:
+        raise RawError(f"{path}: empty")
+    return out
 
 
 def tcplab_version(rawdir):
@@ -838,6 +867,9 @@ def unit_dir(rawroot, unit):
     v = tcplab_version(d)
     if v is not None:
         VERSIONS_READ[unit] = v
+    k = read_knobs(d)
+    if k is not None:
+        KNOBS_READ[unit] = k
     return d
 
 
