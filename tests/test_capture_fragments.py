@@ -66,7 +66,10 @@ def tcp(sport, dport, seq, ack, flags, opts=b"", data=b"", doff=None):
     return struct.pack(">HHIIBBHHH", sport, dport, seq, ack, doff << 4, f, 1000, 0, 0) + opts + data
 
 
-def run(bindir, path, opts):
+def run(bindir, tmp_path, data, opts):
+    """capture -r opts on a pcap file in tmp_path that holds data; its lines."""
+    path = tmp_path / "in.pcap"
+    path.write_bytes(data)
     r = subprocess.run([os.path.join(bindir, "capture"), "-r", str(path)] + opts,
                        capture_output=True, text=True, timeout=10)
     assert r.returncode == 0 and r.stderr == "", r.stderr
@@ -100,10 +103,9 @@ def test_a_fragmented_fin_is_two_fragment_lines_not_a_segment(bindir, tmp_path):
     lines, whose fraglen 48 + 20 - hlen 32 give the 36 bytes; the end line counts them as other.
     The default filter (with -p) is the one capture uses live, and it keeps the second fragment,
     which has no ports."""
-    path = tmp_path / "fin36.pcap"
-    path.write_bytes(pcap(HANDSHAKE + FIN36_FRAGS + [
-        eth(ip4(S, C, 6, tcp(80, 40000, 5001, 1001 + 36 + 1, "A")))]))
-    lines = run(bindir, path, ["-p", "80"])
+    data = pcap(HANDSHAKE + FIN36_FRAGS + [
+        eth(ip4(S, C, 6, tcp(80, 40000, 5001, 1001 + 36 + 1, "A")))])
+    lines = run(bindir, tmp_path, data, ["-p", "80"])
     assert packet_lines(lines) == HANDSHAKE_LINES + [
         FIN36_FIRST, FIN36_SECOND,
         f"conn=1 dir=s>c flags=A seq=1 ack=38 len=0 win=1000 opts=- {NOTS} {EP_BACK}"]
@@ -117,9 +119,8 @@ def test_a_fragmented_fin_is_two_fragment_lines_not_a_segment(bindir, tmp_path):
 def test_fragments_out_of_order_and_back_in_time(bindir, tmp_path):
     """The second fragment first, the first stamped 5 µs before it: t_s goes negative, and the
     first fragment still starts the connection (its seq is the one seen first, so 0)."""
-    path = tmp_path / "backwards.pcap"
-    path.write_bytes(pcap(FIN36_FRAGS[::-1], usec=[10, 5]))
-    lines = run(bindir, path, ["-p", "80"])
+    data = pcap(FIN36_FRAGS[::-1], usec=[10, 5])
+    lines = run(bindir, tmp_path, data, ["-p", "80"])
     assert [ln.split(" ", 2)[:2] for ln in lines[1:-1]] == [
         ["t_s=0.000000", "t_ns=1000000010000"], ["t_s=-0.000005", "t_ns=1000000005000"]]
     assert packet_lines(lines) == [
@@ -140,9 +141,7 @@ def test_ipv6_fragment_headers(bindir, tmp_path):
               eth(ip6(b, a, 44, frag6(6, 0, 0, 7, tcp(80, 40000, 5000, 1020, "A"))), 0x86DD),
               eth(ip6(b, a, 44, b"\x06\x00\x00"), 0x86DD),
               (eth(ip6(b, a, 44, frag6(6, 0, 1, 8, seg[:24])), 0x86DD)[:14 + 44], 14 + 72)]
-    path = tmp_path / "v6.pcap"
-    path.write_bytes(pcap(frames))
-    lines = run(bindir, path, ["-p", "80", "-f", ""])
+    lines = run(bindir, tmp_path, pcap(frames), ["-p", "80", "-f", ""])
     assert packet_lines(lines) == [
         "frag=0 mf=1 id=3735928559 proto=6 fraglen=24 conn=1 dir=c>s flags=PA seq=0 ack=0 "
         f"hlen=20 win=1000 opts=- {NOTS} src=[2001:db8::1]:40000 dst=[2001:db8::2]:80",
@@ -167,9 +166,7 @@ def test_fragment_edge_cases(bindir, tmp_path):
               eth(ip4(C, S, 17, bytes(16), 11, MF)),
               eth(ip4(C, S, 6, bytes(16), 12, 0x1FFF)),
               eth(ip4(C, S, 6, tcp(40000, 80, 1008, 0, "A"), 13, DF))]
-    path = tmp_path / "edges.pcap"
-    path.write_bytes(pcap(frames))
-    lines = run(bindir, path, ["-p", "80", "-f", ""])
+    lines = run(bindir, tmp_path, pcap(frames), ["-p", "80", "-f", ""])
     assert packet_lines(lines) == [
         "frag=0 mf=1 id=7 proto=6 fraglen=24 conn=1 dir=c>s flags=A seq=0 ack=0 hlen=32 "
         f"win=1000 opts=nop,nop {NOTS} {EP} split=1",
@@ -189,9 +186,7 @@ def test_icmp_quoting_a_first_fragment_decodes_its_tcp_header(bindir, tmp_path):
     quote = FIN36_FRAGS[0][14:14 + 28]
     later = FIN36_FRAGS[1][14:14 + 28]
     frames = [eth(ip4(S, C, 1, struct.pack(">BBHI", 3, 4, 0, 68) + q)) for q in (quote, later)]
-    path = tmp_path / "icmp.pcap"
-    path.write_bytes(pcap(frames))
-    assert packet_lines(run(bindir, path, ["-p", "80"])) == [
+    assert packet_lines(run(bindir, tmp_path, pcap(frames), ["-p", "80"])) == [
         "icmp=dest-unreachable code=frag-needed type=3 code_n=4 from=10.0.0.2 mtu=68 quoted: "
         f"conn=0 dir=c>s flags=? seq=1001 {EP}",
         "icmp=dest-unreachable code=frag-needed type=3 code_n=4 from=10.0.0.2 mtu=68 quoted: "
