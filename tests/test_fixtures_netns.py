@@ -234,6 +234,19 @@ def retransmits(sock):
     return int(timer.split(")")[0].split(",")[2])
 
 
+def unanswered(run, fixture, *args):
+    """A listener whose full queue leaves the SYNs unanswered, and fixture -p PORT args
+    connecting to it: (listener, client)."""
+    lst, _ = start_listener(run, "full")
+    return lst, run(fixture, "-p", PORT, *args)
+
+
+def assert_no_syn_sent_left(netns, lst):
+    """No SYN-SENT socket to PORT is left; then the listener stops, having accepted nothing."""
+    assert syn_sent_to(netns, PORT) == []
+    stop_listener(lst, 0)
+
+
 def expect_timeout(cli, timeout_s):
     start = int(cli.expect("start_ns=")["start_ns"])
     res = cli.expect("result=", timeout=timeout_s + LINE_TIMEOUT)
@@ -246,8 +259,7 @@ def expect_timeout(cli, timeout_s):
 
 @pytest.mark.netns
 def test_timeout_keep_leaves_the_socket_in_syn_sent(netns, run):
-    lst, _ = start_listener(run, "full")
-    cli = run("connect_timeout", "-p", PORT, "-t", 1500, "-m", "keep", "-k", 3000)
+    lst, cli = unanswered(run, "connect_timeout", "-t", 1500, "-m", "keep", "-k", 3000)
     end_ns = expect_timeout(cli, 1.5)
     assert cli.line() == "kept"
     kept = syn_sent_to(netns, PORT)
@@ -258,32 +270,27 @@ def test_timeout_keep_leaves_the_socket_in_syn_sent(netns, run):
     closed_ns = int(cli.expect("closed_ns=", timeout=3 + LINE_TIMEOUT)["closed_ns"])
     assert abs((closed_ns - end_ns) / 1e9 - 3.0) <= 0.5
     assert cli.wait() == 0
-    assert syn_sent_to(netns, PORT) == []
-    stop_listener(lst, 0)
+    assert_no_syn_sent_left(netns, lst)
 
 
 @pytest.mark.netns
 def test_timeout_close_leaves_nothing(netns, run):
-    lst, _ = start_listener(run, "full")
-    cli = run("connect_timeout", "-p", PORT, "-t", 1500, "-m", "close")
+    lst, cli = unanswered(run, "connect_timeout", "-t", 1500, "-m", "close")
     end_ns = expect_timeout(cli, 1.5)
     assert int(cli.expect("closed_ns=")["closed_ns"]) >= end_ns
     assert cli.wait() == 0
-    assert syn_sent_to(netns, PORT) == []
-    stop_listener(lst, 0)
+    assert_no_syn_sent_left(netns, lst)
 
 
 @pytest.mark.netns
 def test_timeout_keep_ends_early_on_sigterm(netns, run):
-    lst, _ = start_listener(run, "full")
-    cli = run("connect_timeout", "-p", PORT, "-t", 200, "-m", "keep", "-k", 600000)
+    lst, cli = unanswered(run, "connect_timeout", "-t", 200, "-m", "keep", "-k", 600000)
     expect_timeout(cli, 0.2)
     assert cli.line() == "kept"
     assert len(syn_sent_to(netns, PORT)) == 1
     assert cli.stop() == 0
     assert "closed_ns" in cli.expect("closed_ns=")
-    assert syn_sent_to(netns, PORT) == []
-    stop_listener(lst, 0)
+    assert_no_syn_sent_left(netns, lst)
 
 
 @pytest.mark.netns
@@ -315,8 +322,7 @@ def test_connect_results_ok_and_refused(netns, run):
 @pytest.mark.netns
 def test_blocking_connect_stops_on_sigterm(netns, run):
     """A connect() retrying SYNs for minutes still stops at once on SIGTERM."""
-    lst, _ = start_listener(run, "full")
-    cli = run("connect_block", "-p", PORT)
+    lst, cli = unanswered(run, "connect_block")
     cli.expect("syncnt=")
     cli.expect("start_ns=")
     wait_until("the SYN_SENT socket", lambda: len(syn_sent_to(netns, PORT)) == 1)
@@ -324,8 +330,7 @@ def test_blocking_connect_stops_on_sigterm(netns, run):
     assert cli.stop() == 0
     assert time.monotonic() - t0 < 2
     assert cli.expect("result=")["result"] == "interrupted"
-    assert syn_sent_to(netns, PORT) == []
-    stop_listener(lst, 0)
+    assert_no_syn_sent_left(netns, lst)
 
 
 @pytest.mark.netns
