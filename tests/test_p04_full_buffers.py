@@ -10,13 +10,10 @@ import subprocess
 
 import pytest
 
-from unit_replay import Report, drop_line, replace, window, REF
+from unit_replay import Report, no_line, missing, write, drop_line, replace, window, REF
 
 NAME = "p04-full-buffers"
 R = Report(NAME)
-report = R.run
-load = R.load
-broken_copy = R.broken_copy
 TCP_RTO_MIN_MS = 200                 # include/net/tcp.h
 SOCK_MIN_SNDBUF = 4096               # well below any SO_SNDBUF the unit sets (2 * (2048 + skb))
 
@@ -173,25 +170,16 @@ def test_reference_ss_agrees_with_the_fixture():
 
 # ---- the report on bad raw input ------------------------------------------------------------
 
-@pytest.mark.parametrize("edit,word", [
-    (lambda d: (d / "fill-sender.txt").unlink(), "fill-sender.txt"),
-    (drop_line("full ", "fill-sender.txt"), "no `full` line"),
+test_report_refuses_bad_raw = R.refusal_test([
+    missing("fill-sender.txt"),
+    no_line("full", "fill-sender.txt"),
     (drop_line("result=", "usertimeout-sender.txt"), "no `result` line"),
     (drop_line("reading ", "fill-reader.txt"), "the reader did not finish"),
-    (drop_line("end ", "retries2-capture.txt"), "no `end` line"),
+    no_line("end", "retries2-capture.txt"),
     (drop_line("net.ipv4.tcp_retries2", "retries2-sysctl.txt"), "retries2-sysctl.txt"),
-    (lambda d: (d / "sysctls.txt").write_text("junk\n"), "not net.X.Y=VALUE"),
+    (write("sysctls.txt", "junk\n"), "not net.X.Y=VALUE"),
+    (replace("fill-capture.txt", " win=0 ", " win=1 "), "never advertised a zero window"),
 ])
-
-
-def test_report_refuses_bad_raw(tmp_path, edit, word):
-    R.assert_refused(tmp_path, edit, word)
-
-
-def test_report_refuses_a_window_that_never_closed(tmp_path):
-    edit = replace("fill-capture.txt", " win=0 ", " win=1 ")
-    r = report(broken_copy(tmp_path, edit), str(tmp_path))
-    assert r.returncode == 1 and "never advertised a zero window" in r.stderr, r.stderr
 
 
 # ---- the fixtures on bad options (the full table: tests/test_badinput_fixtures.py) ---------

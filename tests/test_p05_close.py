@@ -9,15 +9,10 @@ the half-close.  Then the report on bad raw input."""
 import os
 import subprocess
 
-import pytest
-
-from unit_replay import Report, drop_line, replace, PY, REF
+from unit_replay import Report, no_line, missing, write, replace, PY, REF
 
 NAME = "p05-close"
 R = Report(NAME)
-report = R.run
-load = R.load
-broken_copy = R.broken_copy
 TCP_TIMEWAIT_LEN_MS = 60000          # include/net/tcp.h
 
 
@@ -193,7 +188,7 @@ ref_out, test_reference_kernel_facts, test_reference_report_is_the_committed_one
 
 
 def test_reference_ladders(ref_out):
-    j = load(str(ref_out))
+    j = R.load(str(ref_out))
     for part, p in j["parts"].items():
         assert p["ladder_svg"] == f"{NAME}-{part}-ladder.svg"
         with open(os.path.join(ref_out, p["ladder_svg"])) as f:
@@ -215,28 +210,19 @@ def test_reference_ss_agrees_with_sockwatch():
 
 # ---- the report on bad raw input ------------------------------------------------------------
 
-@pytest.mark.parametrize("edit,word", [
-    (lambda d: (d / "unread-client.txt").unlink(), "unread-client.txt"),
-    (drop_line("exit ", "lost-server.txt"), "no `exit` line"),
-    (drop_line("connect ", "orderly-client.txt"), "no `connect` line"),
-    (drop_line("end ", "linger0-capture.txt"), "no `end` line"),
-    (drop_line("end ", "shutdown-sockwatch.txt"), "no `end` line"),
+test_report_refuses_bad_raw = R.refusal_test([
+    missing("unread-client.txt"),
+    no_line("exit", "lost-server.txt"),
+    no_line("connect", "orderly-client.txt"),
+    no_line("end", "linger0-capture.txt"),
+    no_line("end", "shutdown-sockwatch.txt"),
     (replace("unread-server.txt", "op=close", "op=nothing"), "no close step"),
     (replace("orderly-client.txt", "n=3", "n=5"), "step n=5"),
-    (lambda d: (d / "sysctls.txt").write_text("junk\n"), "not net.X.Y=VALUE"),
-    (lambda d: (d / "params.txt").write_text("request=x\n"), "not a number"),
+    (write("sysctls.txt", "junk\n"), "not net.X.Y=VALUE"),
+    (write("params.txt", "request=x\n"), "not a number"),
+    # a capture in which the server never sent a RST is not this experiment's
+    (replace("unread-capture.txt", "flags=RA", "flags=FA"), "no RST from the server"),
 ])
-
-
-def test_report_refuses_bad_raw(tmp_path, edit, word):
-    R.assert_refused(tmp_path, edit, word)
-
-
-def test_report_refuses_a_close_without_rst(tmp_path):
-    """A capture in which the server never sent a RST is not this experiment's."""
-    r = report(broken_copy(tmp_path, replace("unread-capture.txt", "flags=RA", "flags=FA")),
-               str(tmp_path))
-    assert r.returncode == 1 and "no RST from the server" in r.stderr, r.stderr
 
 
 def test_report_usage():

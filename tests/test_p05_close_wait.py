@@ -13,13 +13,10 @@ import time
 
 import pytest
 
-from unit_replay import Report, drop_line, window, RUN
+from unit_replay import Report, no_line, missing, write, drop_line, window, RUN
 
 NAME = "p05-close-wait"
 R = Report(NAME)
-report = R.run
-load = R.load
-broken_copy = R.broken_copy
 TW_KILL_S = 4             # __inet_twsk_schedule(): timeo <= 4*HZ is TWKilled, longer TW
 
 
@@ -110,21 +107,17 @@ ref_out, test_reference_kernel_facts, test_reference_report_is_the_committed_one
 
 # ---- the report on bad raw input ------------------------------------------------------------
 
-@pytest.mark.parametrize("edit,word", [
-    (lambda d: (d / "orphan-client.txt").unlink(), "orphan-client.txt: missing"),
-    (drop_line("exit ", "held-server.txt"), "no `exit` line"),
+test_report_refuses_bad_raw = R.refusal_test([
+    missing("orphan-client.txt"),
+    no_line("exit", "held-server.txt"),
     (drop_line("step ", "orphan-server.txt"), "no `drain` step"),
-    (drop_line("end ", "sockwatch.txt"), "no `end` line"),
-    (drop_line("end ", "held-capture.txt"), "no `end` line"),
+    no_line("end", "sockwatch.txt"),
+    no_line("end", "held-capture.txt"),
     (drop_line("t_s=", "after-server-snap.txt"), "the CLOSE-WAIT ones are gone"),
     (drop_line("TCP:", "start-sockstat.txt"), "no `TCP:` line"),
     (drop_line("net.ipv4.tcp_fin_timeout", "sysctls.txt"), "no net.ipv4.tcp_fin_timeout"),
-    (lambda d: (d / "status.txt").write_text("timed out after 180 s\n"), "partial output"),
+    (write("status.txt", "timed out after 180 s\n"), "partial output"),
 ])
-
-
-def test_report_refuses_bad_raw(tmp_path, edit, word):
-    R.assert_refused(tmp_path, edit, word)
 
 
 # ---- live: a run, and a run killed in the middle of its wait ---------------------------------

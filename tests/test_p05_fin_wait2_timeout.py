@@ -8,15 +8,10 @@ TW/TWKilled split, and linger2 -1's RST with its two counters.  Then the report 
 input."""
 import os
 
-import pytest
-
-from unit_replay import Report, drop_line, replace, window
+from unit_replay import Report, no_line, missing, write, drop_line, replace, window
 
 NAME = "p05-fin-wait2-timeout"
 R = Report(NAME)
-report = R.run
-load = R.load
-broken_copy = R.broken_copy
 TW_KILL_S = 4             # __inet_twsk_schedule(): timeo <= 4*HZ is TWKilled, longer TW
 TCP_FIN_TIMEOUT_MAX_S = 120   # include/net/tcp.h: TCP_FIN_TIMEOUT_MAX (120 * HZ)
 
@@ -166,10 +161,10 @@ def test_aborted_socket_followed_by_its_cookie(tmp_path):
     sample as what it is, and its kernel facts still hold (no FIN-WAIT-2, the RST, the
     counters).  Before the cookie, the selection by address lost the last two lines and the
     report refused its own raw data: "the client's socket was not seen to go"."""
-    raw = broken_copy(tmp_path, aborted_in_tcp_close)
+    raw = R.broken_copy(tmp_path, aborted_in_tcp_close)
     out = tmp_path / "out"
     out.mkdir()
-    r = report(raw, out)
+    r = R.run(raw, out)
     assert r.returncode == 0, r.stderr
     j = check_all(str(out), os.path.join(raw, NAME))
     a = j["parts"]["abort"]
@@ -200,28 +195,19 @@ def cut(name):
     return edit
 
 
-@pytest.mark.parametrize("edit,word", [
-    (lambda d: (d / "sysctl-client.txt").unlink(), "sysctl-client.txt: missing"),
-    (drop_line("exit ", "linger2-client.txt"), "no `exit` line"),
-    (drop_line("connect ", "floor-client.txt"), "no `connect` line"),
+test_report_refuses_bad_raw = R.refusal_test([
+    missing("sysctl-client.txt"),
+    no_line("exit", "linger2-client.txt"),
+    no_line("connect", "floor-client.txt"),
     (drop_line("step i=1 n=1 op=linger2", "sysctl-client.txt"), "no `linger2:` step"),
-    (drop_line("end ", "abort-held-capture.txt"), "no `end` line"),
-    (drop_line("end ", "sysctl-sockwatch.txt"), "no `end` line"),
+    no_line("end", "abort-held-capture.txt"),
+    no_line("end", "sysctl-sockwatch.txt"),
     (cut("linger2-sockwatch.txt"), "cut off"),
     (drop_line("net.ipv4.tcp_fin_timeout", "sysctls.txt"), "no net.ipv4.tcp_fin_timeout"),
-    (lambda d: (d / "default-sysctls.txt").write_text("junk\n"), "not net.X.Y=VALUE"),
-    (lambda d: (d / "status.txt").write_text("timed out after 90 s\n"), "partial output"),
+    (write("default-sysctls.txt", "junk\n"), "not net.X.Y=VALUE"),
+    (write("status.txt", "timed out after 90 s\n"), "partial output"),
+    (replace("sysctl-capture.txt", " flags=FA ", " flags=A "), "sent no FIN"),
 ])
-
-
-def test_report_refuses_bad_raw(tmp_path, edit, word):
-    R.assert_refused(tmp_path, edit, word)
-
-
-def test_report_refuses_a_client_that_sent_no_fin(tmp_path):
-    edit = replace("sysctl-capture.txt", " flags=FA ", " flags=A ")
-    r = report(broken_copy(tmp_path, edit), str(tmp_path))
-    assert r.returncode == 1 and "sent no FIN" in r.stderr, r.stderr
 
 
 # ---- a live run ------------------------------------------------------------------------------

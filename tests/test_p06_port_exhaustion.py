@@ -11,13 +11,10 @@ import re
 
 import pytest
 
-from unit_replay import Report, drop_line, replace
+from unit_replay import Report, no_line, missing, write, drop_line, replace
 
 NAME = "p06-port-exhaustion"
 R = Report(NAME)
-report = R.run
-load = R.load
-broken_copy = R.broken_copy
 EXHAUST = ("wire", "loopback", "reuse1", "nots")
 
 
@@ -219,35 +216,25 @@ ref_out, test_reference_kernel_facts, test_reference_report_is_the_committed_one
 def test_reference_ss_agrees_with_sockwatch(ref_out):
     """The independent view: ss -tan state time-wait counted as many sockets to the wire's
     server as sockwatch -1 did, one per port of the range."""
-    j = load(str(ref_out))
+    j = R.load(str(ref_out))
     assert j["ss_time_wait"] == len(j["parts"]["wire"]["time_wait"]) == rng(j)[2]
 
 
 # ---- the report on bad raw input ------------------------------------------------------------
 
-@pytest.mark.parametrize("edit,word", [
-    (lambda d: (d / "wire-client.txt").unlink(), "wire-client.txt: missing"),
-    (drop_line("exit ", "loopback-client.txt"), "no `exit` line"),
-    (drop_line("end ", "reuse1-capture.txt"), "no `end` line"),
+test_report_refuses_bad_raw = R.refusal_test([
+    missing("wire-client.txt"),
+    no_line("exit", "loopback-client.txt"),
+    no_line("end", "reuse1-capture.txt"),
     (drop_line("TCP: ", "buckets-sockstat.txt"), "no `TCP: inuse"),
     (drop_line("net.ipv4.tcp_tw_reuse_delay", "sysctls.txt"), "no net.ipv4.tcp_tw_reuse_delay"),
-    (lambda d: (d / "sysctl-changes.txt").write_text("junk\n"), "not `PART net.X.Y=VALUE`"),
+    (write("sysctl-changes.txt", "junk\n"), "not `PART net.X.Y=VALUE`"),
     (replace("wire-tw.txt", "timer=timewait", "timer=on"), "not TIME-WAIT timewait"),
     (drop_line("ready ", "bind-old1-server.txt"), "the old listener never listened"),
     (replace("nots-poll.txt", " ret=-1 ", " ret=x "), "not a number"),
-    (lambda d: (d / "sockwatch.txt").write_text("ready t_ns=1\n"), "no `end` line"),
+    (write("sockwatch.txt", "ready t_ns=1\n"), "no `end` line"),
+    (write("status.txt", "timed out after 60 s\n"), "did not finish"),
 ])
-
-
-def test_report_refuses_bad_raw(tmp_path, edit, word):
-    R.assert_refused(tmp_path, edit, word)
-
-
-def test_report_refuses_a_partial_unit(tmp_path):
-    def edit(d):
-        (d / "status.txt").write_text("timed out after 60 s\n")
-    r = report(broken_copy(tmp_path, edit), str(tmp_path / "o"))
-    assert r.returncode == 1 and "did not finish" in r.stderr, r.stderr
 
 
 def first_line_edit(name, prefix, edit):
@@ -305,9 +292,9 @@ def test_the_rule_check_can_disagree(tmp_path, edit, part, word):
     makes the report say DISAGREES, and the JSON list why."""
     out = tmp_path / "out"
     out.mkdir()
-    r = report(broken_copy(tmp_path, edit), str(out))
+    r = R.run(R.broken_copy(tmp_path, edit), str(out))
     assert r.returncode == 0, r.stderr
-    bad = load(str(out))["parts"][part]["rule_disagrees"]
+    bad = R.load(str(out))["parts"][part]["rule_disagrees"]
     assert any(word in b["why"] for b in bad), bad
     with open(os.path.join(out, NAME + ".txt")) as f:
         assert "DISAGREES" in f.read()
@@ -327,9 +314,9 @@ def test_capture_clock_offset_changes_no_verdict(tmp_path, shift_us):
                                 p.read_text(), flags=re.M))
     out = tmp_path / "out"
     out.mkdir()
-    r = report(broken_copy(tmp_path, edit), str(out))
+    r = R.run(R.broken_copy(tmp_path, edit), str(out))
     assert r.returncode == 0, r.stderr
-    for name, p in load(str(out))["parts"].items():
+    for name, p in R.load(str(out))["parts"].items():
         assert p["rule_disagrees"] == [], (name, p["rule_disagrees"])
 
 

@@ -10,13 +10,11 @@ import subprocess
 
 import pytest
 
-from unit_replay import Report, drop_lines, replace, wheel_gran_ms, RUN, REF
+from unit_replay import (Report, no_line, missing, write, drop_lines, replace, wheel_gran_ms,
+                         RUN, REF)
 
 NAME = "p06-time-wait"
 R = Report(NAME)
-report = R.run
-load = R.load
-broken_copy = R.broken_copy
 TCP_TIMEWAIT_LEN_MS = 60000        # include/net/tcp.h: TCP_TIMEWAIT_LEN (60*HZ)
 
 
@@ -132,7 +130,7 @@ ref_out, test_reference_kernel_facts, test_reference_report_is_the_committed_one
 def test_reference_sysctls_are_recorded_flat():
     """Every sysctl TIME-WAIT depends on, each side's, as name=value (absent where the kernel
     has none: tcp_tw_recycle went in 4.12, tcp_tw_reuse_delay came in 6.14)."""
-    j = load(REF)
+    j = R.load(REF)
     for key in ("sysctls", "server_sysctls"):
         s = j[key]
         for k in ("net.ipv4.tcp_max_tw_buckets", "net.ipv4.tcp_tw_reuse",
@@ -145,27 +143,22 @@ def test_reference_sysctls_are_recorded_flat():
 
 # ---- the report on bad raw input -------------------------------------------------------------
 
-@pytest.mark.parametrize("edit,word", [
-    (lambda d: (d / "client-closes-sockwatch.txt").unlink(),
-     "client-closes-sockwatch.txt: missing"),
-    (drop_lines("client-closes-sockwatch.txt", lambda x: x.startswith("end ")), "no `end` line"),
-    (drop_lines("server-closes-server.txt", lambda x: x.startswith("ready ")), "no `ready` line"),
+test_report_refuses_bad_raw = R.refusal_test([
+    missing("client-closes-sockwatch.txt"),
+    no_line("end", "client-closes-sockwatch.txt"),
+    no_line("ready", "server-closes-server.txt"),
     (drop_lines("client-closes-client.txt", lambda x: " op=close " in x), "no close step"),
-    (drop_lines("client-closes-client.txt", lambda x: x.startswith("exit ")), "no `exit` line"),
+    no_line("exit", "client-closes-client.txt"),
     (replace("server-closes-server-sockwatch.txt", "state=TIME-WAIT", "state=CLOSING"),
      "0 sides in TIME-WAIT"),
     (replace("client-closes-capture.txt", " flags=FA ", " flags=A "), "not both FINs"),
-    (lambda d: (d / "countdown.txt").unlink(), "countdown.txt: missing"),
+    missing("countdown.txt"),
     (replace("sockstat-during.txt", " tw ", " tx "), "has no tw"),
     (drop_lines("sysctls.txt", lambda x: x.startswith("net.ipv4.tcp_timestamps=")),
      "no net.ipv4.tcp_timestamps="),
     (replace("machine.txt", "hz=", "hx="), "no hz="),
-    (lambda d: (d / "during-server-counters-delta.txt").write_text("junk\n"), "not `Name delta`"),
+    (write("during-server-counters-delta.txt", "junk\n"), "not `Name delta`"),
 ])
-
-
-def test_report_refuses_bad_raw(tmp_path, edit, word):
-    R.assert_refused(tmp_path, edit, word)
 
 
 def test_report_without_ss_still_reports(tmp_path):
@@ -175,9 +168,9 @@ def test_report_without_ss_still_reports(tmp_path):
         (d / "ss.txt").unlink()
         (d / "server-ss.txt").unlink()
     out = tmp_path / "out"
-    r = report(broken_copy(tmp_path, edit), str(out))
+    r = R.run(R.broken_copy(tmp_path, edit), str(out))
     assert r.returncode == 0, r.stderr
-    j = load(str(out))
+    j = R.load(str(out))
     assert all(c["ss"] is None for c in j["cases"].values())
     check_all(str(out))
 

@@ -143,6 +143,15 @@ class Report:
 
         return test_live_run_kernel_facts
 
+    def refusal_test(self, cases):
+        """test_report_refuses_bad_raw for the module to bind, over cases, a list of
+        (edit, word): the report refuses each broken copy as assert_refused says."""
+        @pytest.mark.parametrize("edit,word", cases)
+        def test_report_refuses_bad_raw(tmp_path, edit, word):
+            self.assert_refused(tmp_path, edit, word)
+
+        return test_report_refuses_bad_raw
+
 
 # Edits for Report.broken_copy: each returns edit(dir).
 def drop_lines(name, pred):
@@ -165,3 +174,18 @@ def replace(name, old, new):
 
 def remove(name):
     return lambda d: (d / name).unlink()
+
+
+def write(name, text):
+    return lambda d: (d / name).write_text(text)
+
+
+# Cases for Report.refusal_test, each (edit, what the refusal says).
+def missing(name):
+    """The file name removed: the refusal names it missing."""
+    return remove(name), name + ": missing"
+
+
+def no_line(word, name):
+    """The lines of name that start with word and a blank dropped: the refusal says so."""
+    return drop_line(word + " ", name), f"no `{word}` line"
