@@ -75,6 +75,9 @@ def wscale(segs, direction):
             for o in p["opts"].split(","):
                 if o.startswith("wscale:"):
                     return t.num(o[7:], "wscale", 0, 14)
+            if not pkt.opts_whole(p):   # a cut option list: no wscale listed is not none sent
+                raise t.RawError(f"the SYN in direction {direction} is truncated or bad in the "
+                                 "capture: its window scale is not known")
             return 0
     raise t.RawError(f"no SYN in direction {direction} in the capture")
 
@@ -432,12 +435,7 @@ def part_json(r):
 
 
 def build(rawroot, outdir):
-    rawdir = t.unit_dir(rawroot, NAME)
-    kernel = t.kernel_release(rawdir)
-    info, _ = t.read_machine(os.path.join(rawdir, "machine.txt"))
-    hz = info.int("hz", 1, 10000)
-    sysctls = t.read_sysctl_file(os.path.join(rawdir, "sysctls.txt"))
-    server = t.read_sysctl_file(os.path.join(rawdir, "server-sysctls.txt"))
+    rawdir, kernel, hz, sysctls, server = tw.read_unit(rawroot, NAME)
     r2 = t.read_sysctl_file(os.path.join(rawdir, "retries2-sysctl.txt"))
     init = t.read_sysctl_file(os.path.join(rawdir, "init-sysctls.txt"))
     wire = tw.read_wire(rawdir)

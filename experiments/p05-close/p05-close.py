@@ -648,14 +648,8 @@ def part_json(part):
 
 
 def build(rawroot, outdir):
-    rawdir = t.unit_dir(rawroot, NAME)
-    kernel = t.kernel_release(rawdir)
-    info, _ = t.read_machine(os.path.join(rawdir, "machine.txt"))
-    hz = info.int("hz", 1, 10000)
-    sysctls = t.read_sysctl_file(os.path.join(rawdir, "sysctls.txt"),
-                                 ("net.ipv4.tcp_fin_timeout",))
-    server = t.read_sysctl_file(os.path.join(rawdir, "server-sysctls.txt"),
-                                ("net.ipv4.tcp_fin_timeout",))
+    rawdir, kernel, hz, sysctls, server = tw.read_unit(rawroot, NAME,
+                                                       ("net.ipv4.tcp_fin_timeout",))
     prm = t.read_kv(os.path.join(rawdir, "params.txt"))
     for k in ("request", "read", "reply", "half"):
         prm.int(k, 1)

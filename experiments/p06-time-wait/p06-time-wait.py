@@ -340,13 +340,8 @@ def case_json(r):
 
 
 def build(rawroot, outdir):
-    rawdir = t.unit_dir(rawroot, NAME)
-    kernel = t.kernel_release(rawdir)
-    info, _ = t.read_machine(os.path.join(rawdir, "machine.txt"))
-    hz = info.int("hz", 1, 10000)
     need = ("net.ipv4.tcp_max_tw_buckets", "net.ipv4.tcp_tw_reuse", "net.ipv4.tcp_timestamps")
-    sysctls = t.read_sysctl_file(os.path.join(rawdir, "sysctls.txt"), need)
-    server = t.read_sysctl_file(os.path.join(rawdir, "server-sysctls.txt"), need)
+    rawdir, kernel, hz, sysctls, server = tw.read_unit(rawroot, NAME, need)
     wire = tw.read_wire(rawdir)
     runs = [one_case(rawdir, c, who, hz) for c, who, _ in CASES]
     cnt = {}

@@ -111,6 +111,18 @@ def machine_links(rawdir):
     return out
 
 
+def read_unit(rawroot, name, need=()):
+    """What a wire unit's report reads first: its raw directory, the kernel it ran on, HZ
+    (machine.txt) and the sysctls each side recorded (sysctls.txt, server-sysctls.txt: the
+    names in need required) → (rawdir, kernel, hz, client sysctls, server sysctls)."""
+    rawdir = t.unit_dir(rawroot, name)
+    kernel = t.kernel_release(rawdir)
+    info, _ = t.read_machine(os.path.join(rawdir, "machine.txt"))
+    return (rawdir, kernel, info.int("hz", 1, 10000),
+            t.read_sysctl_file(os.path.join(rawdir, "sysctls.txt"), need),
+            t.read_sysctl_file(os.path.join(rawdir, "server-sysctls.txt"), need))
+
+
 def read_both_counters(rawdir, prefix, client=(), server=()):
     """Both sides' deltas (tl_both_counters_after PREFIX): PREFIXcounters-delta.txt, the client,
     and PREFIXserver-counters-delta.txt, each with the counters named required → (client,
