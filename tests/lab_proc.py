@@ -87,6 +87,18 @@ class Proc:
         return False
 
 
+@contextlib.contextmanager
+def reaped(*procs):
+    """The processes (subprocess.Popen) for a with block: killed and waited for when it ends,
+    however it ends.  Yields the one process, or the tuple of them."""
+    try:
+        yield procs[0] if len(procs) == 1 else procs
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+
+
 def run_in_ns(ns, argv, timeout=30):
     """Run argv to completion inside ns; returns the CompletedProcess (text)."""
     return subprocess.run(["ip", "netns", "exec", ns] + [str(a) for a in argv],

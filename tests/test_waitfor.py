@@ -11,6 +11,8 @@ import time
 
 import pytest
 
+from lab_proc import reaped
+
 
 def waitfor(bindir, *args, timeout=30):
     return subprocess.run([os.path.join(bindir, "waitfor"), *args], capture_output=True,
@@ -61,15 +63,12 @@ def writer(path, script):
 
 def test_lines_that_come_while_it_waits(tmp_path, bindir):
     f = tmp_path / "out.txt"
-    p = writer(f, [(0.2, "noise\n"), (0.2, "ready a=1\n"), (0.2, "ready a=2\n"), (5, "")])
-    try:
+    script = [(0.2, "noise\n"), (0.2, "ready a=1\n"), (0.2, "ready a=2\n"), (5, "")]
+    with reaped(writer(f, script)) as p:
         r = waitfor(bindir, "-p", str(p.pid), "-f", str(f), "-e", "^ready ", "-n", "2",
                     "-t", "20000")
         assert r.returncode == 0 and r.stdout == "" and r.stderr == "", r
         assert p.poll() is None        # it was the lines, not the writer's end
-    finally:
-        p.kill()
-        p.wait()
 
 
 def test_a_last_line_without_a_newline_counts(tmp_path, bindir):
@@ -129,14 +128,10 @@ def test_a_zombie_has_ended(bindir):
 
 
 def test_a_running_process_times_out(bindir):
-    p = subprocess.Popen(["sleep", "30"])
-    try:
+    with reaped(subprocess.Popen(["sleep", "30"])) as p:
         r = waitfor(bindir, "-p", str(p.pid), "-t", "100")
         assert r.returncode == 3 and r.stderr == "", r
         assert p.poll() is None
-    finally:
-        p.kill()
-        p.wait()
 
 
 def test_bad_usage_is_one_line(tmp_path, bindir):
@@ -212,32 +207,24 @@ def start(bindir, *args):
 def test_a_truncated_file_is_read_again_from_its_start(tmp_path, bindir):
     f = tmp_path / "out.txt"
     f.write_text("noise\n" * 100)
-    p = start(bindir, "-f", str(f), "-e", "^ready ", "-t", "8000")
-    try:
+    with reaped(start(bindir, "-f", str(f), "-e", "^ready ", "-t", "8000")) as p:
         has_read(p, f, 600)
         with open(f, "w") as w:            # O_TRUNC, then the line: shorter than what was read
             w.write("ready x\n")
         out, err = p.communicate(timeout=10)
         assert p.returncode == 0 and err == "", (p.returncode, err)
-    finally:
-        p.kill()
-        p.wait()
 
 
 def test_a_file_replaced_by_a_rename_is_followed(tmp_path, bindir):
     f = tmp_path / "out.txt"
     f.write_text("noise\n")
-    p = start(bindir, "-f", str(f), "-e", "^ready ", "-t", "8000")
-    try:
+    with reaped(start(bindir, "-f", str(f), "-e", "^ready ", "-t", "8000")) as p:
         has_read(p, f, 6)
         new = tmp_path / "out.txt.new"
         new.write_text("noise\nready x\n")
         os.replace(new, f)
         out, err = p.communicate(timeout=10)
         assert p.returncode == 0 and err == "", (p.returncode, err)
-    finally:
-        p.kill()
-        p.wait()
 
 
 def test_the_count_is_of_the_file_the_path_names_now(tmp_path, bindir):
@@ -247,9 +234,8 @@ def test_the_count_is_of_the_file_the_path_names_now(tmp_path, bindir):
     f = tmp_path / "status.txt"
     f.write_text("ready 1\n")
     sleeper = subprocess.Popen(["sleep", "60"])
-    p = start(bindir, "-p", str(sleeper.pid), "-f", str(f), "-e", "^ready ", "-n", "2",
-              "-t", "20000")
-    try:
+    with reaped(sleeper, start(bindir, "-p", str(sleeper.pid), "-f", str(f), "-e", "^ready ",
+                               "-n", "2", "-t", "20000")) as (sleeper, p):
         has_read(p, f, 8)
         new = tmp_path / "status.txt.new"
         new.write_text("ready 1\n")
@@ -258,8 +244,3 @@ def test_the_count_is_of_the_file_the_path_names_now(tmp_path, bindir):
         sleeper.send_signal(signal.SIGKILL)
         out, err = p.communicate(timeout=10)
         assert p.returncode == 1 and err == "", (p.returncode, err)
-    finally:
-        p.kill()
-        p.wait()
-        sleeper.kill()
-        sleeper.wait()
