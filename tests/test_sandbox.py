@@ -38,6 +38,11 @@ def netns_names():
     return {ln.split()[0] for ln in r.stdout.splitlines() if ln.strip()}
 
 
+def sandbox_ns(names):
+    """The sandbox's namespaces among names (tcplab-sbc-ID, tcplab-sbs-ID)."""
+    return {n for n in names if "-sbc-" in n or "-sbs-" in n}
+
+
 def procs_naming(text):
     """pids whose command line holds text (the run's --out path: tmux -S, live.py --raw)."""
     out = []
@@ -52,7 +57,7 @@ def procs_naming(text):
 
 
 def assert_nothing_left(out, before_ns, state_dir):
-    new = {n for n in netns_names() - before_ns if "-sbc-" in n or "-sbs-" in n}
+    new = sandbox_ns(netns_names() - before_ns)
     assert not new, f"namespaces left: {new}"
     assert procs_naming(str(out)) == []
     links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
@@ -231,7 +236,7 @@ def one_line_refusal(argv, tmp_path, own_state_dir, user=None):
     lines = r.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith("sandbox.sh: "), r.stderr
     assert "Traceback" not in r.stderr
-    assert netns_names() - before == set()
+    assert sandbox_ns(netns_names() - before) == set()     # others' runs share the host
     assert [f for f in os.listdir(own_state_dir) if f.startswith("run.")] == []
     return r
 
@@ -272,3 +277,33 @@ def test_not_root_refused(tmp_path, own_state_dir):
     r = one_line_refusal(["--out", str(out)], tmp_path, own_state_dir, user=65534)
     assert r.returncode == 1 and "needs root" in r.stderr
     assert not out.exists()
+
+
+def test_killed_sandbox_reaped_by_the_next(tmp_path, bindir, own_state_dir):
+    """SIGKILL runs no cleanup: the next sandbox finds the dead run's record (its lock is free)
+    and deletes its namespaces, which ends its shells, probes and live pane, and so its tmux
+    server, and removes its temporary directory."""
+    out1, out2 = tmp_path / "out1", tmp_path / "out2"
+    before = netns_names()
+    p = start(out1, tmp_path)
+    try:
+        m = wait_for(lambda: re.search(r"tmux session ready: tmux -S (\S+) attach",
+                                       stderr_text(tmp_path)), "tmux session line")
+        Tmux(m.group(1)).wait(2, r"live events", "live pane")
+        left = sandbox_ns(netns_names() - before)
+        assert len(left) == 2, left
+        p.kill()            # sandbox.sh alone: its probes, panes and tmux server live on
+        p.wait()
+        assert procs_naming(str(out1)) != []
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+    r = subprocess.run([SANDBOX, "--out", str(out2), "--shell", "client"], input="exit\n",
+                       capture_output=True, text=True, timeout=DEADLINE_S * 2)
+    assert r.returncode == 0, r.stderr
+    assert "removed 2 namespace(s) left by an interrupted run" in r.stderr, r.stderr
+    assert not left & netns_names()
+    wait_for(lambda: procs_naming(str(out1)) == [], "the killed run's processes gone", 10)
+    assert glob.glob(str(out1 / ".tmp-*")) == []
+    assert_nothing_left(out2, before, own_state_dir)

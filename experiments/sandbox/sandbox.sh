@@ -63,7 +63,7 @@ while [ $# -gt 0 ]; do
 done
 case $SHELL_SIDE in '' | client | server) ;; *) die $EXIT_USAGE "--shell '$SHELL_SIDE': want client or server" ;; esac
 [ -z "$OUT_SET" ] || [ -n "$OUT" ] || die $EXIT_USAGE "--out '': want a directory"
-[ -n "$OUT" ] || OUT=$TOP/outputs/sandbox-$(date +%Y%m%d-%H%M%S)
+[ -n "$OUT" ] || OUT=${TCPLAB_OUTPUTS:-$TOP/outputs}/sandbox-$(date +%Y%m%d-%H%M%S)
 
 # Root only: the sandbox's shells, tmux server and live pane run on the host (or in the
 # namespaces, for the shells), and only root's run record lets the next run reap them.
@@ -85,6 +85,9 @@ else
 	parent=$(dirname -- "$OUT")
 	[ -d "$parent" ] && [ -w "$parent" ] || die $EXIT_USAGE "--out $OUT: cannot create it ($parent is not a writable directory)"
 	mkdir -- "$OUT" || die $EXIT_USAGE "--out $OUT: cannot create it"
+	# refused before rs_start's own trap (say, a lock or a state directory it cannot take):
+	# the directory made here goes again
+	trap 'rmdir -- "$OUT" 2> /dev/null' EXIT
 fi
 
 . "$TOP/experiments/lib/netns.sh"
