@@ -338,6 +338,34 @@ tl_srv_listener() {
 	tl_wait_line "$TL_LISTENER" "$_lout" '^ready ' 5
 }
 
+# ---- the close lessons (p05-close-wait, p05-fin-wait2-timeout): connections watched on both sides
+# until the client's end is gone; each connection to a peer server that reads to EOF and holds
+# its socket in CLOSE-WAIT.
+
+# tl_close_init RAWDIR: tl_wire_init, then what such a unit reads: SYSCTLS (for tl_sysctls),
+# CLIENT_STATES and SERVER_STATES (sockwatch's -s options for each side), KEEP and KEEP_S (the
+# counters each side always prints, counters -k).
+# shellcheck disable=SC2034 # read by the unit scripts
+tl_close_init() {
+	tl_wire_init "$1"
+	SYSCTLS="ipv4/tcp_fin_timeout ipv4/tcp_keepalive_time ipv4/tcp_orphan_retries
+ipv4/tcp_max_tw_buckets ipv4/tcp_rto_min_us ipv4/tcp_timestamps"
+	CLIENT_STATES="-s syn-sent -s estab -s fin-wait-1 -s fin-wait-2 -s closing -s time-wait"
+	SERVER_STATES="-s estab -s close-wait -s last-ack"
+	KEEP="TcpExtTW,TcpExtTWKilled,TcpExtTCPAbortOnLinger,TcpExtTCPAbortOnData,TcpExtTCPAbortOnClose"
+	KEEP="$KEEP,TcpOutRsts,TcpActiveOpens,TcpEstabResets"
+	KEEP_S="TcpPassiveOpens,TcpEstabResets,TcpInErrs,TcpExtTCPAbortOnData,TcpCurrEstab"
+}
+
+# tl_srv_holder OUT PORT: a peer server in the server namespace on TL_SERVER_ADDR:PORT that
+# reads to EOF, then holds its socket (CLOSE-WAIT) until SIGUSR1, then closes
+# (-s drain,hold,close); polled until `ready`, its pid in TL_LAST.
+tl_srv_holder() {
+	tl_bg "$1" nsenter --net="/run/netns/$TL_NS_SERVER" \
+		"$TL_BIN/peer" -r server -a "$TL_SERVER_ADDR" -p "$2" -s drain,hold,close
+	tl_wait_line "$TL_LAST" "$1" '^ready ' 5
+}
+
 # tl_side SIDE: the namespace (wire_in's name; "-" is this one) and interface of client|server,
 # in _sns and _sif.
 tl_side() {

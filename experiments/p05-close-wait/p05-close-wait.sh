@@ -15,16 +15,10 @@
 # its facts are timers of a second or more: in a QEMU guest the watchers sample every 10 ms
 # shellcheck disable=SC2034 # read by tl_init (TL_WATCH_US)
 TL_GUEST_WATCH_US=10000
-tl_wire_init "$1"
+tl_close_init "$1"
 ORPHAN=21060
 HELD=21061
 PROGRESS_S=5
-KEEP="TcpExtTW,TcpExtTWKilled,TcpExtTCPAbortOnLinger,TcpExtTCPAbortOnData,TcpExtTCPAbortOnClose,TcpActiveOpens,TcpEstabResets"
-KEEP_S="TcpPassiveOpens,TcpEstabResets,TcpExtTCPAbortOnData,TcpCurrEstab"
-SYSCTLS="ipv4/tcp_fin_timeout ipv4/tcp_keepalive_time ipv4/tcp_orphan_retries
-ipv4/tcp_max_tw_buckets ipv4/tcp_rto_min_us ipv4/tcp_timestamps"
-CLIENT_STATES="-s syn-sent -s estab -s fin-wait-1 -s fin-wait-2 -s closing -s time-wait"
-SERVER_STATES="-s estab -s close-wait -s last-ack"
 
 # snapshot NAME: what each side holds now: sockwatch -1 and, where there is one, ss -tano
 # (an independent reader of the same sock_diag answers), and the client's /proc/net/sockstat
@@ -70,15 +64,9 @@ FIN=$(cat /proc/sys/net/ipv4/tcp_fin_timeout) || tl_die "cannot read tcp_fin_tim
 echo "orphan_port=$ORPHAN held_port=$HELD progress_s=$PROGRESS_S" > "$RAW/params.txt"
 
 # the servers: read to EOF, then hold the socket (CLOSE-WAIT) until SIGUSR1, then close
-# server NAME PORT: one peer server in the server namespace, polled until ready; pid in TL_LAST
-server() {
-	tl_bg "$RAW/$1-server.txt" nsenter --net="/run/netns/$TL_NS_SERVER" \
-		"$TL_BIN/peer" -r server -a "$TL_SERVER_ADDR" -p "$2" -s drain,hold,close
-	tl_wait_line "$TL_LAST" "$RAW/$1-server.txt" '^ready ' 5
-}
-server orphan "$ORPHAN"
+tl_srv_holder "$RAW/orphan-server.txt" "$ORPHAN"
 SRV_ORPHAN=$TL_LAST
-server held "$HELD"
+tl_srv_holder "$RAW/held-server.txt" "$HELD"
 SRV_HELD=$TL_LAST
 tl_both_counters_before ""
 tl_capture orphan-capture "$TL_CLIENT_IF" "$ORPHAN"

@@ -18,16 +18,10 @@
 # its facts are timers of a second or more: in a QEMU guest the watchers sample every 10 ms
 # shellcheck disable=SC2034 # read by tl_init (TL_WATCH_US)
 TL_GUEST_WATCH_US=10000
-tl_wire_init "$1"
+tl_close_init "$1"
 FIN=3
 LINGER2=6
 FLOOR_RTO_MIN_MS=1000
-KEEP="TcpExtTW,TcpExtTWKilled,TcpExtTCPAbortOnLinger,TcpExtTCPAbortOnData,TcpExtTCPAbortOnClose,TcpOutRsts,TcpActiveOpens"
-KEEP_S="TcpPassiveOpens,TcpEstabResets,TcpInErrs,TcpExtTCPAbortOnData"
-SYSCTLS="ipv4/tcp_fin_timeout ipv4/tcp_keepalive_time ipv4/tcp_orphan_retries
-ipv4/tcp_max_tw_buckets ipv4/tcp_rto_min_us ipv4/tcp_timestamps"
-CLIENT_STATES="-s syn-sent -s estab -s fin-wait-1 -s fin-wait-2 -s closing -s time-wait"
-SERVER_STATES="-s estab -s close-wait -s last-ack"
 
 # wait_gone FILE PORT BOUND_S: wait (probes/waitfor: one program, not a grep and a sleep every
 # 0.1 s; the event's time is sockwatch's own) until a sockwatch output shows the socket to or
@@ -62,10 +56,8 @@ srv_gone() {
 # released (SIGUSR1) once sockwatch saw its socket in RELEASE_AT (a state)
 part() {
 	_p=$1 _port=$2 _steps=$3
-	tl_bg "$RAW/$_p-server.txt" nsenter --net="/run/netns/$TL_NS_SERVER" \
-		"$TL_BIN/peer" -r server -a "$TL_SERVER_ADDR" -p "$_port" -s drain,hold,close
+	tl_srv_holder "$RAW/$_p-server.txt" "$_port"
 	_srv=$TL_LAST
-	tl_wait_line "$_srv" "$RAW/$_p-server.txt" '^ready ' 5
 	tl_both_counters_before "$_p-"
 	tl_capture "$_p-capture" "$TL_CLIENT_IF" "$_port"
 	# shellcheck disable=SC2086 # the state options, split on purpose
