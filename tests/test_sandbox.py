@@ -8,6 +8,7 @@ import glob
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import time
@@ -20,6 +21,8 @@ PORT = 7007
 DEADLINE_S = 60     # the machine is shared and often loaded: generous, never a sleep
 
 pytestmark = pytest.mark.netns
+needs_tmux = pytest.mark.skipif(shutil.which("tmux") is None,
+                                reason="tmux is not installed (apt-get install tmux)")
 
 
 def wait_for(pred, what, timeout=DEADLINE_S):
@@ -136,6 +139,7 @@ def finish(p, timeout=DEADLINE_S):
         pytest.fail("the sandbox did not end")
 
 
+@needs_tmux
 def test_tmux_panes_connect_send_close(tmp_path, bindir, own_state_dir):
     out = tmp_path / "out"
     before = netns_names()
@@ -279,6 +283,7 @@ def test_not_root_refused(tmp_path, own_state_dir):
     assert not out.exists()
 
 
+@needs_tmux
 def test_killed_sandbox_reaped_by_the_next(tmp_path, bindir, own_state_dir):
     """SIGKILL runs no cleanup: the next sandbox finds the dead run's record (its lock is free)
     and deletes its namespaces, which ends its shells, probes and live pane, and so its tmux
