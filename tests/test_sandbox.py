@@ -276,11 +276,59 @@ def test_out_unusable_refused(tmp_path, own_state_dir):
     assert "cannot create it" in r.stderr and not (tmp_path / "no").exists()
 
 
-def test_not_root_refused(tmp_path, own_state_dir):
-    out = tmp_path / "out"
-    r = one_line_refusal(["--out", str(out)], tmp_path, own_state_dir, user=65534)
-    assert r.returncode == 1 and "needs root" in r.stderr
-    assert not out.exists()
+@pytest.fixture
+def nobody_dir():
+    """A directory user 65534 can write (tmp_path is root's, 0700)."""
+    import shutil as sh
+    import tempfile
+    d = tempfile.mkdtemp(prefix="tcplab-sandbox-test-")
+    os.chmod(d, 0o777)
+    yield d
+    sh.rmtree(d, ignore_errors=True)
+
+
+def test_no_user_namespaces_refused(nobody_dir):
+    """Not root, and unshare cannot make a user namespace (a stub that fails, as where
+    unprivileged user namespaces are switched off): one line, exit 1, nothing made."""
+    stub = os.path.join(nobody_dir, "bin")
+    os.mkdir(stub)
+    with open(os.path.join(stub, "unshare"), "w") as f:
+        f.write("#!/bin/sh\necho 'unshare: Operation not permitted' >&2\nexit 1\n")
+    os.chmod(os.path.join(stub, "unshare"), 0o755)
+    out = os.path.join(nobody_dir, "out")
+    before = netns_names()
+    r = subprocess.run(["setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups",
+                        "env", "-u", "TCPLAB_STATE", f"PATH={stub}:/usr/sbin:/usr/bin:/sbin:/bin",
+                        SANDBOX, "--out", out], capture_output=True, text=True,
+                       timeout=DEADLINE_S, stdin=subprocess.DEVNULL)
+    lines = r.stderr.splitlines()
+    assert r.returncode == 1 and len(lines) == 1, r.stderr
+    assert lines[0].startswith("sandbox.sh: needs root, or unprivileged user namespaces"), r.stderr
+    assert not os.path.exists(out) and sandbox_ns(netns_names() - before) == set()
+
+
+def test_unprivileged_in_a_user_namespace(nobody_dir, bindir):
+    """As an ordinary user (65534), where unprivileged user namespaces are allowed: the same
+    sandbox inside `unshare -rmn`, the same outputs, owned by that user, and nothing left."""
+    if subprocess.run(["setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups",
+                       "unshare", "-rmn", "true"], capture_output=True).returncode != 0:
+        pytest.skip("unprivileged user namespaces are switched off here")
+    out = os.path.join(nobody_dir, "out")
+    env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "HOME": nobody_dir, "LC_ALL": "C",
+           "ECHO_OUT": os.path.join(nobody_dir, "echo.txt")}
+    script = "EVENTS=$(echo " + out + "/.tmp-*/events.txt)\n" + HEREDOC
+    r = subprocess.run(["setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups",
+                        SANDBOX, "--out", out, "--shell", "client"], input=script,
+                       capture_output=True, text=True, env=env, timeout=DEADLINE_S * 2,
+                       cwd=nobody_dir)
+    assert r.returncode == 0, r.stderr
+    assert "got b'hello\\n'" in r.stdout, r.stdout
+    assert_outputs(out)
+    assert os.stat(os.path.join(out, "sandbox.json")).st_uid == 65534
+    assert procs_naming(out) == []
+    assert glob.glob(os.path.join(out, ".tmp-*")) == []
+    state = "/tmp/tcplab-65534"     # rs_state_dir: no XDG_RUNTIME_DIR
+    assert not glob.glob(os.path.join(state, "run.*"))
 
 
 @needs_tmux

@@ -30,7 +30,8 @@ Without --shell: a tmux session of three panes, a shell in the client namespace
 (192.0.2.1), one in the server namespace (192.0.2.2), and the live events.  Leave
 by exiting both shells (or Ctrl-C / SIGTERM): sandbox.sh then stops its probes,
 deletes the namespaces and writes DIR/sandbox.txt, sandbox.json, sandbox.pcap,
-sandbox-ladder.svg, events.txt and raw/.  Needs root.
+sandbox-ladder.svg, events.txt and raw/.  Needs root, or unprivileged user
+namespaces: then it runs inside unshare -rmn.
 Exit status: 0 outputs written, 1 failure, 2 bad usage.
 USAGE
 }
@@ -46,6 +47,7 @@ log() {
 	printf '%s\n' "$(date +%H:%M:%S) [sandbox] $*" >&2
 }
 
+ARGS=("$@")	# for the run inside a user namespace
 OUT="" OUT_SET="" SHELL_SIDE=""
 while [ $# -gt 0 ]; do
 	case $1 in
@@ -65,10 +67,28 @@ case $SHELL_SIDE in '' | client | server) ;; *) die $EXIT_USAGE "--shell '$SHELL
 [ -z "$OUT_SET" ] || [ -n "$OUT" ] || die $EXIT_USAGE "--out '': want a directory"
 [ -n "$OUT" ] || OUT=${TCPLAB_OUTPUTS:-$TOP/outputs}/sandbox-$(date +%Y%m%d-%H%M%S)
 
-# Root only: the sandbox's shells, tmux server and live pane run on the host (or in the
-# namespaces, for the shells), and only root's run record lets the next run reap them.
+# Not root: the whole sandbox runs again inside an unprivileged user namespace (unshare -rmn),
+# which owns the namespaces, the veth pair and the probes' sockets it makes; a mount namespace
+# of its own holds a private /run/netns (tmpfs) for `ip netns`.  Its own network namespace is
+# what `ip netns add` returns to (it cannot go back to the host's).  The run record stays in
+# the user's state directory, marked mode=userns, so the next run of a killed sandbox stops its
+# processes by TL_RUN_ID (runstate.sh, rs_kill_userns_procs), which ends the namespaces too.
 if [ "$(id -u)" -ne 0 ]; then
-	die $EXIT_FAIL "needs root (the sandbox does not run in an unprivileged user namespace yet): run it with sudo"
+	[ -z "${SB_IN_USERNS:-}" ] || die $EXIT_FAIL "still not root inside the user namespace"
+	command -v unshare > /dev/null && unshare -rmn true 2> /dev/null ||
+		die $EXIT_FAIL "needs root, or unprivileged user namespaces (unshare -rmn failed: see kernel.unprivileged_userns_clone, or on Ubuntu kernel.apparmor_restrict_unprivileged_userns=0)"
+	. "$TOP/experiments/lib/runstate.sh"
+	if [ -d /run/netns ]; then
+		netns_mount=/run/netns
+		state=$(rs_state_dir) || exit $EXIT_FAIL
+	else	# /run itself, hidden in the namespace: the state directory goes in /tmp
+		netns_mount=/run
+		state=$(XDG_RUNTIME_DIR=/tmp rs_state_dir) || exit $EXIT_FAIL
+	fi
+	# shellcheck disable=SC2016 # expanded by the inner sh
+	exec env SB_IN_USERNS=1 NS_MODE=userns TCPLAB_STATE="$state" unshare -rmn --propagation private \
+		sh -c 'mount -t tmpfs -o mode=0755 tcplab "$0" && mkdir -p /run/netns && ip link set lo up && exec "$@"' \
+		"$netns_mount" "$TOP/experiments/sandbox/sandbox.sh" "${ARGS[@]}"
 fi
 for p in sockwatch capture counters; do
 	[ -x "$BIN/$p" ] || die $EXIT_FAIL "$BIN/$p is missing: run make first"
