@@ -109,6 +109,9 @@ def main():
             say(f.fmt(d))
         if stopping:
             break
+        if not os.path.isdir(a.raw):    # the sandbox is gone without a stop: nothing to wait for
+            log.close()
+            return 1
         time.sleep(POLL_S)
     for side in ("client", "server"):
         for line in deltas(a.raw, side):

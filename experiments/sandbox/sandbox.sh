@@ -279,8 +279,9 @@ date -u +%Y-%m-%dT%H:%M:%SZ > "$TMPDIR_RUN/raw/started.txt"
 uname -r > "$TMPDIR_RUN/raw/kernel.txt"
 
 if [ -n "$SHELL_SIDE" ]; then
-	python3 "$HERE/live.py" --raw "$TMPDIR_RUN/raw" --stop "$TMPDIR_RUN/live.stop" \
-		--log "$TMPDIR_RUN/events.txt" > /dev/null &
+	# in the client namespace, as the live pane is: a killed run's reaper stops it with it
+	nsenter --net="/run/netns/$NS_C" python3 "$HERE/live.py" --raw "$TMPDIR_RUN/raw" \
+		--stop "$TMPDIR_RUN/live.stop" --log "$TMPDIR_RUN/events.txt" > /dev/null &
 	SB_LIVE_PID=$!
 	log "a shell in the $SHELL_SIDE namespace; exit it to end the sandbox"
 	sb_shell_argv "$SHELL_SIDE"
