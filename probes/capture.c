@@ -413,6 +413,17 @@ static void end_live(void)
 	       st.ps_recv, st.ps_drop, st.ps_ifdrop);
 }
 
+/* The bytes of the smallest IPv4 TCP packet of a link type: its link header + 20 + 20. */
+static int min_tcp_snaplen(int linktype)
+{
+	switch (linktype) {
+	case PR_DLT_EN10MB:	return 14 + 40;
+	case PR_DLT_LINUX_SLL:	return 16 + 40;
+	case PR_DLT_LINUX_SLL2:	return 20 + 40;
+	default:		return 40;	/* raw IP, or a type decoded as other= */
+	}
+}
+
 /* A file: the ready line's t_ns is the first packet's, so the lines depend on the file only. */
 static void run_offline(void)
 {
@@ -437,6 +448,12 @@ static void run_offline(void)
 	if (env.out == NULL)
 		tl_err(1, "open_memstream");
 	env.linktype = pcap_datalink(env.p);
+	/* a file's snaplen below the smallest TCP packet it could hold: libpcap's filter reads
+	 * past every packet and passes none, so it would print packets=0 as if there were none */
+	if (pcap_snapshot(env.p) < min_tcp_snaplen(env.linktype))
+		tl_errx(1, "-r %s: snaplen %d is too short to hold a TCP header (%d bytes: link "
+			"header, IPv4 and TCP headers)", env.read, pcap_snapshot(env.p),
+			min_tcp_snaplen(env.linktype));
 	set_filter();
 	r = pcap_next_ex(env.p, &h, &bytes);
 	if (r == 1)
