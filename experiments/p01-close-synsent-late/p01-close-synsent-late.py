@@ -8,6 +8,7 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "report"))
 import tcplab as t  # noqa: E402
+import tcplab_pkt as pkt  # noqa: E402
 import tcplab_wire as tw  # noqa: E402
 
 NAME = UNIT = "p01-close-synsent-late"
@@ -58,7 +59,13 @@ def build(rawroot, outdir):
              f"server side: nft dropped {dropped} SYN-ACK(s) at its output hook (never on the "
              "wire, so never in the capture)", "",
              "packets on veth-c (t_ms from the start of connect()):"]
-    lines += tw.packet_lines(p)
+    lines += tw.packet_lines(p) + pkt.capture_marks(p["capture"])
+    # the capture is on the client's end: what the client sent beside its counters (not the
+    # server's: nft drops its SYN-ACKs before they reach the wire); the key only on a difference
+    dis = pkt.sent_checks(p["_at"]["raw"], "c>s", p["counters_client"], "client")
+    if dis:
+        p["disagree"] = dis
+    lines += ["DISAGREE: " + d for d in dis]
     lines += ["", "sockwatch (the client's SYN-SENT socket, t_ms from connect()):"]
     lines += tw.event_lines(p)
     lines += [f"  after close(): sockwatch -1 finds {len(after)} socket(s) on the port"]

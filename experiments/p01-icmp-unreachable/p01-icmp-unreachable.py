@@ -8,6 +8,7 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "report"))
 import tcplab as t  # noqa: E402
+import tcplab_pkt as pkt  # noqa: E402
 import tcplab_wire as tw  # noqa: E402
 
 NAME = UNIT = "p01-icmp-unreachable"
@@ -88,6 +89,11 @@ def one_part(rawdir, name, code, code_n, want_errno, first_dropped):
              syns=sum(x["kind"] == "tcp" and x["flags"] == "S" for x in p["packets"]),
              icmps=len(icmp),
              icmps_quote_syn=not bad and bool(icmp))
+    # the capture is on the client's end, where its SYNs leave: beside its counters (the
+    # key only when they differ)
+    dis = pkt.sent_checks(p["_at"]["raw"], "c>s", p["counters_client"], "client")
+    if dis:
+        p["disagree"] = dis
     p["behaviour"], p["undocumented_why"] = classify(p, want_errno)
     p["documented"] = p["behaviour"] in DOCUMENTED
     return p
@@ -101,10 +107,11 @@ def part_lines(p):
              f"connect(): {err} after {p['elapsed_s']:.3f} s "
              f"(icmp_err_convert[{p['code_n']}] is {p['expected_errno']})",
              "", "packets on veth-c (t_ms from the start of connect()):"]
-    lines += tw.packet_lines(p)
+    lines += tw.packet_lines(p) + pkt.capture_marks(p["capture"])
     quote = ("each ICMP quotes the client's SYN (flags S, seq 0 relative)" if p["icmps_quote_syn"]
              else "NOT every ICMP quotes the client's SYN at seq 0")
     lines += [f"  {p['syns']} SYNs, {p['icmps']} ICMPs; {quote}",
+              *["DISAGREE: " + d for d in p.get("disagree", ())],
               "", "sockwatch (the client's SYN-SENT socket, t_ms from connect()):"]
     lines += tw.event_lines(p)
     lines += ["", "counter deltas (each side in its own namespace):"]

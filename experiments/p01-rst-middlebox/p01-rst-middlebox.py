@@ -8,6 +8,7 @@ import sys
 import os
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "report"))
 import tcplab as t  # noqa: E402
+import tcplab_pkt as pkt  # noqa: E402
 import tcplab_wire as tw  # noqa: E402
 
 NAME = UNIT = "p01-rst-middlebox"
@@ -50,6 +51,18 @@ def build(rawroot, outdir):
         p.update(name=name, who=who, rst=rst_of(p))
         p["rst_ms_after_syn"] = (None if p["rst"] is None or not p["packets"] else
                                  round(p["rst"]["t_ms"] - p["packets"][0]["t_ms"], 3))
+        # the capture is on the client's end: what the client sent beside its counters, and in
+        # the kernel's part the server's RST beside the server's TcpOutRsts (nft's RST is
+        # nf_send_reset's, which no TCP counter counts); the key only on a difference
+        dis = pkt.sent_checks(p["_at"]["raw"], "c>s", p["counters_client"], "client")
+        if name == "kernel":
+            dis.append(pkt.count_check(
+                "server RSTs", sum(1 for x in p["_at"]["raw"] if x["kind"] == "tcp" and
+                                   x["dir"] == "s>c" and "R" in x["flags"]),
+                "server TcpOutRsts", pkt.counter_delta(p["counters_server"], "TcpOutRsts")))
+        dis = [d for d in dis if d]
+        if dis:
+            p["disagree"] = dis
         parts.append(p)
     lines = [f"{NAME}: blocking connect() across the wire answered with a RST, by nft and by "
              "the server's own TCP", t.header(kernel, t.collected_at(rawdir), tw.wire_where(rawdir)),
@@ -60,7 +73,8 @@ def build(rawroot, outdir):
                   f"connect() from {p['client']}: {p['errno'] or p['result']} after "
                   f"{p['elapsed_s'] * 1e3:.3f} ms", "",
                   "packets on veth-c (t_ms from the start of connect()):"]
-        lines += tw.packet_lines(p)
+        lines += tw.packet_lines(p) + pkt.capture_marks(p["capture"])
+        lines += ["DISAGREE: " + d for d in p.get("disagree", ())]
         lines += ["", "sockwatch (the client's SYN-SENT socket):"] + tw.event_lines(p)
         lines += [""]
         at = p["_at"]

@@ -79,7 +79,7 @@ def one_part(rawdir, name, side, hook, wire):
     # the client end sees a SYN-ACK before its input hook (libpcap taps the device), so with
     # the rule there the first `packets` of them are the dropped ones
     dropped_at_client = rules[0]["packets"] if side == "client" else 0
-    return {"part": name, "side": side, "hook": hook, "port": port, "addr": listener.str("addr"),
+    out = {"part": name, "side": side, "hook": hook, "port": port, "addr": listener.str("addr"),
             "local": local, "start_ns": start, "end_ns": end, "result": result,
             "errno": c.str("errno") if result == "error" else None,
             "elapsed_s": c.float("elapsed_s", 0, 86400), "rule": rules[0],
@@ -88,6 +88,29 @@ def one_part(rawdir, name, side, hook, wire):
             "synacks_sent": sent, "synacks_at_client": at_client,
             "dropped_at_client": dropped_at_client,
             "syns": pkt.syns(csegs)}
+    out["disagree"] = disagree(out)
+    return out
+
+
+def disagree(r):
+    """The capture's counts beside the counters that count the same packets (each capture is
+    on its side's end of the veth, where that side's segments leave): the client's SYNs sent
+    again against its TCPSynRetrans, its segments sent again against its TcpRetransSegs, and,
+    when the rule is on the client (nothing the server sends is dropped before its end's
+    capture), the server's against its TcpRetransSegs."""
+    cc, sc = r["counters"], r["server_counters"]
+    checks = [pkt.count_check("client SYNs sent again", max(len(r["syns"]) - 1, 0),
+                              "client TcpExtTCPSynRetrans",
+                              pkt.counter_delta(cc, "TcpExtTCPSynRetrans")),
+              pkt.count_check("client segments sent again",
+                              len(pkt.retransmitted(r["csegs"], "c>s")), "client TcpRetransSegs",
+                              pkt.counter_delta(cc, "TcpRetransSegs"))]
+    if r["side"] == "client":
+        checks.append(pkt.count_check("server segments sent again",
+                                      len(pkt.retransmitted(r["ssegs"], "s>c")),
+                                      "server TcpRetransSegs",
+                                      pkt.counter_delta(sc, "TcpRetransSegs")))
+    return [c for c in checks if c]
 
 
 def ev_lines(who, events):
@@ -132,6 +155,7 @@ def part_lines(r, title):
     lines += [f"  SYN-ACKs that left the server: {len(sent)} ({first} answering SYN 0, {again} "
               f"answering a retransmitted SYN, {timer} sent by the request's timer); dropped by "
               f"the rule: {rule['packets']}"]
+    lines += ["DISAGREE: " + d for d in r["disagree"]]
     return lines
 
 
@@ -165,7 +189,9 @@ def part_json(r):
                                      for p in r["synacks_at_client"]],
             "dropped_at_client": r["dropped_at_client"],
             "client_capture": pkt.capture_json(r["client_capture"]),
-            "server_capture": pkt.capture_json(r["server_capture"])}
+            "server_capture": pkt.capture_json(r["server_capture"]),
+            # only when a count of the capture and its counter differ (disagree())
+            **({"disagree": r["disagree"]} if r["disagree"] else {})}
 
 
 def build(rawroot, outdir):

@@ -40,6 +40,11 @@ def connection(rawdir, prefix, iface_note):
     where = os.path.join(rawdir, prefix + "capture.txt")
     if syn is None or synack is None:
         raise t.RawError(f"{where}: no SYN and SYN-ACK of {local} (the handshake was not captured)")
+    for what, p in (("SYN", syn), ("SYN-ACK", synack)):
+        if not pkt.opts_whole(p):    # its MSS and timestamps are what this page reads
+            raise t.RawError(f"{where}: the {what} of {local} is "
+                             f"{'truncated' if 'truncated' in p else 'bad=' + p['bad']}: its "
+                             "option list is cut, its MSS and timestamps are not known")
     socks = tw.read_ss(os.path.join(rawdir, prefix + "ss.txt" if prefix else "ss-client.txt"))
     return {"result": c.str("result"), "errno": c.str("errno") if c.str("result") == "error" else None,
             "elapsed_s": c.float("elapsed_s", 0, 86400), "local": local, "start_ns": start,

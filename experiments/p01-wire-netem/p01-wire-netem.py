@@ -74,10 +74,16 @@ def build(rawroot, outdir):
                                           f"client: connect() returned {errno or result}")])
     lines += pkt.ladder_text(rows, client=f"client {local}", server=tw.SERVER_COL)
     lines += ["", "counter deltas, client:"] + t.counters_block(counters)
+    # the capture is on the client's end; netem sits on its egress qdisc, before the tap, so
+    # the segments it delays reach the capture late but all reach it: what the client sent
+    # beside its counters (the JSON key only when they differ)
+    dis = pkt.sent_checks(segs, "c>s", counters, "client")
+    lines += ["DISAGREE: " + d for d in dis]
     obj = {"experiment": NAME, "kernel": kernel, "collected_at": t.collected_at(rawdir),
            "load_average": None, "counters": counters, "result": result, "errno": errno,
            "elapsed_s": elapsed, "delay_ms": delay, "syn_synack_ms": syn_synack_ms,
-           "rtt_ms": rtt, "skipped": None, "capture": pkt.capture_json(cap), "ladder": rows}
+           "rtt_ms": rtt, "skipped": None, "capture": pkt.capture_json(cap), "ladder": rows,
+           **({"disagree": dis} if dis else {})}
     tw.write_with_ladder(outdir, NAME, lines + [""], obj, rows, f"client {local}", tw.SERVER_COL)
 
 

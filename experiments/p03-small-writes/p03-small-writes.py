@@ -128,6 +128,15 @@ def one_part(rawdir, name, const):
            "timer_wait_ms": stats([round(w["wait_us"] / 1e3, 3) for w in waits
                                    if w["wait_us"] >= limit_us]),
            "_segs": segs, "_waits": waits, "_reqs": reqs, "_cap": cap}
+    # the capture (the client's end) beside the counters that count the same segments: each
+    # side's segments sent again against its TcpRetransSegs; the key only when they differ
+    dis = [d for d in (
+        pkt.count_check("client segments sent again", len(pkt.retransmitted(segs, "c>s")),
+                        "client TcpRetransSegs", pkt.counter_delta(cc, "TcpRetransSegs")),
+        pkt.count_check("server segments sent again", len(pkt.retransmitted(segs, "s>c")),
+                        "server TcpRetransSegs", pkt.counter_delta(sc, "TcpRetransSegs"))) if d]
+    if dis:
+        out["disagree"] = dis
     if bulk:
         out.update(messages=res.int("messages", 1), bytes=res.int("bytes", 1),
                    elapsed_s=res.float("elapsed_s", 0, 86400),
@@ -219,6 +228,7 @@ def part_lines(r, title, const):
                      f"{s['local']} timer={s['timer']} wq={s['wq']} ato_us={ato}")
     lines.append("  counters, each side in its own namespace:")
     lines += tw.counter_lines(r["counters_client"], r["counters_server"], COUNTERS, "    ")
+    lines += ["DISAGREE: " + d for d in r.get("disagree", ())]
     return lines
 
 

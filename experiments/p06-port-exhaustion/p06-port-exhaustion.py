@@ -129,7 +129,9 @@ def conns(cap):
         if p["dir"] == "c>s":
             c["local"] = c["local"] or p["src"]
             if p["flags"] == "S" and c["syn_ns"] is None:
-                c["syn_ns"], c["syn_opts"] = p["t_ns"], p["opts"]
+                # a cut option list says so: it is not the list the SYN carried
+                c["syn_ns"], c["syn_opts"] = p["t_ns"], (p["opts"] if pkt.opts_whole(p) else
+                                                         p["opts"] + ",(cut:truncated/bad)")
             if "F" in p["flags"] and c["cfin_ns"] is None:
                 c["cfin_ns"] = p["t_ns"]
             if "R" in p["flags"]:

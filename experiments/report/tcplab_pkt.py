@@ -121,6 +121,25 @@ def _join_fragments(packets):
     return [p for p in out if p is not None], unjoined
 
 
+def _marks(p, f, quoted):
+    """truncated=1 and bad=WHAT (docs/capture.md): kept on the packet, only when present, so
+    read_capture() can count them and a report never reads a cut option list as whole."""
+    q = t.kv(quoted)
+    if f.get("truncated") == "1" or q.get("truncated") == "1":
+        p["truncated"] = True
+    bad = f.get("bad") or q.get("bad")
+    if bad:
+        p["bad"] = bad[:40]
+    return p
+
+
+def opts_whole(p):
+    """True when the segment's option list is all there: False for a line whose snapshot cut
+    the options (truncated=1) or whose decoding stopped at a malformed one (bad=): an option
+    it does not list may still have been sent, so neither its absence nor its value is known."""
+    return "truncated" not in p and "bad" not in p
+
+
 def _packet(path, n, line, ready_ns):
     where = f"{path}: line {n}"
     head, sep, quoted = line.partition(" quoted: ")
@@ -128,6 +147,12 @@ def _packet(path, n, line, ready_ns):
     p = {"t_ns": f.int("t_ns"), "t_s": f.float("t_s")}
     if p["t_ns"] < ready_ns:
         raise t.RawError(f"{where}: t_ns={p['t_ns']} is before the ready line's")
+    _marks(p, f, quoted)
+    if "other" in f and not sep:
+        # the probe's own kind for a packet it could not read as TCP, ICMP or a fragment
+        # (arp, another protocol, a header too short or malformed): counted, never a segment
+        p.update(kind="other", other=f.str("other")[:40])
+        return p
     if "frag" in f and not sep:
         return _fragment(p, f, where)
     if "icmp" in f:
@@ -188,17 +213,64 @@ def read_capture(path, optional=False):
         packets.append(_packet(path, n, line, ready_ns))
     icmp = [p for p in packets if p["kind"] == "icmp"]
     frags = [p for p in packets if p["kind"] == "frag"]
-    tcp = len(packets) - len(icmp) - len(frags)
-    if counts["tcp"] != tcp or counts["icmp"] != len(icmp) or counts["other"] != len(frags):
-        other = (f"; other={counts['other']} against {len(frags)} fragment lines"
-                 if counts["other"] != len(frags) else "")
+    others = [p for p in packets if p["kind"] == "other"]
+    tcp = len(packets) - len(icmp) - len(frags) - len(others)
+    if (counts["tcp"] != tcp or counts["icmp"] != len(icmp) or
+            counts["other"] != len(frags) + len(others)):
+        kinds = "fragment and other= lines" if others else "fragment lines"
+        other = (f"; other={counts['other']} against {len(frags) + len(others)} {kinds}"
+                 if counts["other"] != len(frags) + len(others) else "")
         raise t.RawError(f"{path}: the end line counts tcp={counts['tcp']} icmp={counts['icmp']}, "
                          f"the file has {tcp} and {len(icmp)} lines{other}")
     if end.int("t_ns") < ready_ns:
         raise t.RawError(f"{path}: the end line's t_ns is before the ready line's")
+    order = _time_order(packets)
+    if order:
+        # Sorted, not refused: capture prints packets in the order its ring handed them over,
+        # and that is not always the order of their stamps: the committed 5.10 captures of
+        # p02-accept-queue, p04-full-buffers and p01-synack-lost step back by up to 58 ms
+        # (packets queued on different CPUs' backlogs, stamped on arrival, delivered to the
+        # packet socket later), so refusing would refuse real runs.  Every report reads the
+        # order as the order of events (a SYN-ACK answers the SYN before it), so the packets
+        # are put in time order (stable: equal times keep the file's order), and
+        # capture_notes() says so in a REORDERED line; the JSON counts them.
+        packets.sort(key=lambda p: p["t_ns"])
+        icmp = [p for p in packets if p["kind"] == "icmp"]
+        frags = [p for p in packets if p["kind"] == "frag"]
+    packets = [p for p in packets if p["kind"] != "other"]
     packets, unjoined = _join_fragments(packets) if frags else (packets, 0)
+    marked = [p for p in icmp + frags + others + packets if "truncated" in p or "bad" in p]
     return {"ready": ready, "packets": packets, "icmp": icmp, "end": end, "fragments": frags,
-            "unjoined": unjoined, "path": path}
+            "unjoined": unjoined, "others": others, "reordered": order,
+            "truncated": sum(1 for p in _unique(marked) if "truncated" in p),
+            "bad": sorted(p["bad"] for p in _unique(marked) if "bad" in p), "path": path}
+
+
+def _unique(ps):
+    """Each packet dict once (a joined segment shares nothing with its fragments: the first
+    fragment's marks are counted on the fragment)."""
+    seen, out = set(), []
+    for p in ps:
+        if id(p) not in seen and "fragments" not in p:
+            seen.add(id(p))
+            out.append(p)
+    return out
+
+
+def _time_order(packets):
+    """None when every packet line's t_ns is at least the one before it; else {"lines": how
+    many come earlier than a line above them, "first_line": the first such (its line number in
+    the file), "max_back_ms": the largest step back}."""
+    late, first, back, top = 0, None, 0, None
+    for i, p in enumerate(packets):
+        if top is not None and p["t_ns"] < top:
+            late += 1
+            first = i + 2 if first is None else first
+            back = max(back, top - p["t_ns"])
+        top = p["t_ns"] if top is None else max(top, p["t_ns"])
+    if not late:
+        return None
+    return {"lines": late, "first_line": first, "max_back_ms": round(back / 1e6, 3)}
 
 
 def read_complete_capture(path):
@@ -223,7 +295,28 @@ def capture_json(cap):
         out.update(fragments=len(cap["fragments"]),
                    fragment_segments=sum(1 for p in cap["packets"] if "fragments" in p),
                    fragments_unjoined=cap["unjoined"])
+    # the marks below are absent from a clean capture's JSON (keys only when there is one)
+    if cap.get("others"):
+        out["other_kinds"] = _kinds(p["other"] for p in cap["others"])
+    if cap.get("truncated"):
+        out["truncated"] = cap["truncated"]
+    if cap.get("bad"):
+        out["bad"] = _kinds(cap["bad"])
+    if cap.get("reordered"):
+        out["reordered"] = dict(cap["reordered"])
     return out
+
+
+def _kinds(names):
+    """{name: how many}, by name."""
+    out = {}
+    for k in names:
+        out[k] = out.get(k, 0) + 1
+    return dict(sorted(out.items()))
+
+
+def _kinds_text(kinds):
+    return ", ".join(f"{k} {n}" for k, n in kinds.items())
 
 
 def capture_notes(cap, where):
@@ -244,11 +337,39 @@ def capture_notes(cap, where):
         out.append(f"DROPPED: libpcap lost {c['dropped'] + c['ifdropped']} packets "
                    f"(dropped={c['dropped']} ifdropped={c['ifdropped']}): the capture is "
                    "incomplete, its counts below may be short")
+    out += capture_marks(c)
     if c["iface"] == "lo":
         both = (f"; received={c['received']} counts both copies"
                 if c["received"] == 2 * c["packets"] else "")
         out.append("  on lo libpcap sees each packet once: it drops the outgoing copy "
                    f"(PACKET_OUTGOING){both}")
+    return out
+
+
+def capture_marks(c):
+    """The lines that say what in a capture is not clean (capture_json's keys, absent from a
+    clean one): other= lines, truncated and malformed packets, lines out of time order.  []
+    for a clean capture.  capture_notes() prints them; a report that prints no notes prints
+    these."""
+    out = []
+    if "other_kinds" in c:
+        n = sum(c["other_kinds"].values())
+        out.append(f"  other= lines: {n} packet{'s' if n > 1 else ''} neither TCP nor ICMP nor a "
+                   f"fragment ({_kinds_text(c['other_kinds'])}): counted, not analysed")
+    if "truncated" in c:
+        out.append(f"TRUNCATED: {c['truncated']} packet{'s' if c['truncated'] > 1 else ''} cut "
+                   "short by the snapshot (truncated=1): what was cut (options, timestamps, a "
+                   "header) is not read as if present")
+    if "bad" in c:
+        n = sum(c["bad"].values())
+        out.append(f"BAD: {n} packet{'s' if n > 1 else ''} malformed ({_kinds_text(c['bad'])}):"
+                   " decoding stopped there; what follows is not read as if present")
+    if "reordered" in c:
+        r = c["reordered"]
+        out.append(f"REORDERED: {r['lines']} packet line{'s' if r['lines'] > 1 else ''} earlier "
+                   f"in time than a line above (the first at line {r['first_line']}, the largest "
+                   f"step back {r['max_back_ms']:.3f} ms): read in time order (t_ns), not in "
+                   "the file's")
     return out
 
 
@@ -347,6 +468,61 @@ def syn_lines(check):
     out.append("  SYNs: " + ", ".join(counts) + ("" if check["disagree"] else ": they agree"))
     out += ["DISAGREE: " + d for d in check["disagree"]]
     return out
+
+
+def retransmitted(packets, direction):
+    """The segments of one direction (c>s or s>c) that send again sequence space sent before in
+    their connection: a SYN, data or a FIN starting below the highest sequence number already
+    covered (seq + len, + 1 for SYN and FIN).  Pure ACKs and RSTs take no sequence space and
+    are never counted.  What TcpRetransSegs (and TCPSynRetrans, for SYNs and SYN-ACKs) count
+    when the capture sits where the sender's segments leave."""
+    top, out = {}, []
+    for p in packets:
+        if p["kind"] != "tcp" or p["dir"] != direction or "R" in p["flags"]:
+            continue
+        size = p["len"] + ("S" in p["flags"]) + ("F" in p["flags"])
+        if not size:
+            continue
+        c = p["conn"]
+        if c in top and p["seq"] < top[c]:
+            out.append(p)
+        top[c] = max(top.get(c, 0), p["seq"] + size)
+    return out
+
+
+def count_check(what, captured, counter, delta):
+    """A count from the capture beside the counter that counts the same packets → the
+    disagreement as text (the report prints it as a DISAGREE line, its JSON keeps it), or None
+    when they agree or the counter was not read (delta None)."""
+    if delta is None or captured == delta:
+        return None
+    return f"{what}: the capture has {captured}, {counter} {delta:+d}"
+
+
+def sent_checks(packets, direction, counters, who):
+    """What one side sent, from a capture where its segments leave (its own end of a veth, or
+    lo), beside that side's counters: SYNs and SYN-ACKs sent again against TCPSynRetrans,
+    segments sent again against TcpRetransSegs, RSTs against TcpOutRsts.  packets: one
+    connection's (or all the namespace's) segments; a counter not read is not checked.
+    → the disagreements (count_check's text)."""
+    mine = [p for p in packets if p["kind"] == "tcp" and p["dir"] == direction]
+    again = retransmitted(mine, direction)
+    checks = (("SYNs sent again", sum(1 for p in again if "S" in p["flags"]),
+               "TcpExtTCPSynRetrans"),
+              ("segments sent again", len(again), "TcpRetransSegs"),
+              ("RSTs sent", sum(1 for p in mine if "R" in p["flags"]), "TcpOutRsts"))
+    out = [count_check(f"{who} {what}", n, f"{who} {name}", counter_delta(counters, name))
+           for what, n, name in checks]
+    return [d for d in out if d]
+
+
+def counter_delta(counters, name):
+    """A counter's delta as an int from a report's counter dict (a number or {"value": N}),
+    None when it was not read."""
+    v = counters.get(name) if counters is not None else None
+    if isinstance(v, dict):
+        v = v.get("value")
+    return v if isinstance(v, int) else None
 
 
 # ---- the ladder --------------------------------------------------------------------------------

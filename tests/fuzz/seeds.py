@@ -162,6 +162,14 @@ def crafted_pcap_seeds():
     for name, order in [("handshake", pkts), ("fragments", frags)]:
         yield f"out-of-order-{name}", head + b"".join(struct.pack(">H", len(p)) + p
                                                       for p in reversed(order))
+    # issue 30, class 5: what a file with a short snaplen hands the decoder (capture -r now
+    # refuses a snaplen below a TCP header, but a live -s 68 still cuts options and quotes),
+    # and the same conversation twice, a duplicated segment (the reports' cross-checks)
+    for cut in (10, 34, 54, 68):
+        yield f"snaplen-{cut}", head + b"".join(struct.pack(">H", len(p[:cut])) + p[:cut]
+                                                for p in pkts)
+    yield "duplicated-handshake", head + b"".join(struct.pack(">H", len(p)) + p
+                                                  for p in pkts[:1] + pkts)
 
 
 def seeds():
