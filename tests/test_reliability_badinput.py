@@ -169,6 +169,15 @@ RUN_CASES += [([o], "unknown option") for o in (
     "-", "--ALL", "-all", "--accel=kvm", "--outdir", "-o")]
 RUN_CASES += [(["p01-machine", o], "unknown option") for o in ("-x", "--bogus", "-")]
 RUN_CASES += [(["diff"], "diff"), (["diff", "a", "b", "c"], "diff")]
+# --set: a knob (experiments/units "# knob:" lines) malformed, unknown, out of range, twice, or
+# without the units named (tests/test_knobs.py has the rest)
+RUN_CASES += [(["p03-small-writes", "--set", s], w) for s, w in (
+    ("requests", "NAME=VALUE"), ("requests=", "requests"), ("requests=0", "1..2000"),
+    ("requests=2001", "1..2000"), ("requests=1e3", "requests"), ("requests=\n", "requests"),
+    ("nosuch=1", "no such knob"), ("REQUESTS=5", "NAME=VALUE"), ("requests=5;id", "requests"))]
+RUN_CASES += [(["p01-machine", "--set", "requests=5"], "no such knob"), (["--set", "syncnt=2"], "units named"),
+              (["p01-synretry", "--set", "syncnt=2", "--set", "syncnt=3"], "twice"),
+              (["p01-synretry", "--set"], "--set")]
 
 
 def all_cases():

@@ -15,6 +15,9 @@ pytestmark = pytest.mark.netns
     (["--kernel"], "--kernel needs a version"),
     (["--accel", "xen", "p01-machine"], "--accel 'xen'"),
     (["diff", "onlyone"], "usage: ./run.sh diff"),
+    (["p03-small-writes", "--set", "nosuch=1"], "--set nosuch: no such knob"),
+    (["p03-small-writes", "--set", "requests=x"], "--set requests='x': want a whole number"),
+    (["p03-small-writes", "--set", "requests=5", "--set", "requests=5"], "given twice"),
 ])
 def test_bad_usage_is_one_line_and_exit_2(args, message):
     r = subprocess.run([os.path.join(TOP, "run.sh"), *args], capture_output=True, text=True,
