@@ -631,13 +631,13 @@ def render_svg(msc, path):
 
 
 def ladder_svg(outdir, name, rows, client, server, made):
-    """OUTDIR/name drawn from the ladder rows (mscgen), its temporary file added to made
-    ({final: tmp}, for tcplab.write_outputs) → (name or None, the line for the .txt)."""
+    """OUTDIR/name drawn from the ladder rows, true to time (tcplab_ladder: SVG written
+    in-process, no tool), its temporary file added to made ({final: tmp}, for
+    tcplab.write_outputs) → (name, the line for the .txt)."""
+    import tcplab_ladder
     path = os.path.join(outdir, name)
-    tmp, why = render_svg(ladder_msc(rows, client, server), path)
-    if tmp is None:
-        return None, f"no ladder svg: {why}"
-    made[path] = tmp
+    os.makedirs(outdir, exist_ok=True)
+    made[path] = tcplab_ladder.write_tmp(path, rows, client, server)
     return name, f"ladder svg: {name}"
 
 
