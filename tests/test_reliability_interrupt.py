@@ -149,14 +149,6 @@ def stale_records(out):
     return found
 
 
-VM_DIRS_BEFORE = set(glob.glob("/tmp/tcplab-vm.*"))
-
-
-def vm_dirs():
-    """/tmp/tcplab-vm.* directories made since this module was imported."""
-    return sorted(set(glob.glob("/tmp/tcplab-vm.*")) - VM_DIRS_BEFORE)
-
-
 def wait_clean(out, pid, tag, ports, baseline, deadline_s=3.0):
     """Poll until nothing is left or the deadline passes (killed processes take a moment)."""
     end = time.monotonic() + deadline_s
@@ -517,15 +509,15 @@ def vm_procs(tag):
 
 def vm_leftovers(out, tag):
     left = [f"process {p}: {c}" for p, c in vm_procs(tag)]
-    left += [f"VM work directory {d}" for d in vm_dirs()
-             if os.stat(d).st_mtime >= VM_T0]
+    # run.sh points vm.sh's TMPDIR into --out; the TMPDIR this run was given (start_vm) catches
+    # one that went elsewhere.  Not /tmp: the guest tests run vm.sh there at the same time
+    left += [f"VM work directory {d}"
+             for d in glob.glob(os.path.join(vm_tmpdir(out), "tcplab-vm.*"))]
     left += [f"VM work directory {d}"
              for d in glob.glob(os.path.join(out, "**", "tcplab-vm.*"), recursive=True)]
     left += [f"temporary {n}" for n in os.listdir(out) if ".tmp-" in n] if os.path.isdir(out) else []
     return left
 
-
-VM_T0 = time.time()
 
 
 def wait_vm_clean(out, tag, deadline_s=10.0):
@@ -537,10 +529,17 @@ def wait_vm_clean(out, tag, deadline_s=10.0):
         time.sleep(0.05)
 
 
+def vm_tmpdir(out):
+    """The TMPDIR a VM run of this test is given (beside its --out)."""
+    return os.path.join(os.path.dirname(out), "tmpdir")
+
+
 def start_vm(out, tag):
     """run.sh --kernel 6.1 with a unit that keeps the guest busy for over 2 minutes, so that
     "stopped at once" and "stopped when the VM ends" are far apart on a loaded machine too."""
-    env = dict(os.environ, TL_CONNECTS=CONNECTS, TCPLAB_STATE=state_dir(out), **{TAG: tag})
+    os.makedirs(vm_tmpdir(out), exist_ok=True)
+    env = dict(os.environ, TL_CONNECTS=CONNECTS, TCPLAB_STATE=state_dir(out), TMPDIR=vm_tmpdir(out),
+               **{TAG: tag})
     return subprocess.Popen([RUN, "--kernel", "6.1", "--out", out, "p01-synretry-default"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                             env=env, start_new_session=True)
