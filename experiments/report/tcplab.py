@@ -938,6 +938,26 @@ class _CheckedStdout:
         return getattr(self._f, name)
 
 
+def tool_words(args, valued):
+    """A tool's command line (the words after its name): each option in valued takes the next
+    word as its value; "-" and any word not starting with "-" are operands, and so is every word
+    after "--".  Returns ([(option, its value, None when no word follows)], operands, the first
+    unknown option or None); the words after an unknown option are not looked at."""
+    pairs, operands, args = [], [], list(args)
+    while args:
+        a = args.pop(0)
+        if a in valued:
+            pairs.append((a, args.pop(0) if args else None))
+        elif a == "--":
+            operands += args
+            break
+        elif a.startswith("-") and a != "-":
+            return pairs, operands, a
+        else:
+            operands.append(a)
+    return pairs, operands, None
+
+
 def tool_main(main, prog=None, write_status=1):
     """The exit status of a command's main(sys.argv) (the diff, the matrix, kcidb): a reader that
     goes away (`| head`) ends it quietly, SIGPIPE's default as in diff(1); Ctrl-C is 130.  A

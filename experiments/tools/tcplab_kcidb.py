@@ -186,25 +186,19 @@ def usage(why):
 
 
 def main(argv):
-    args, opt, files = argv[1:], {}, []
+    args, opt = argv[1:], {}
     if args in (["-h"], ["--help"]):
         print(HELP)
         return EXIT_OK
-    while args:
-        a = args.pop(0)
-        if a in ("--origin", "--build-id", "--run-id"):
-            if not args:
-                return usage(f"{a} needs a value")
-            if a in opt:
-                return usage(f"{a} given twice")
-            opt[a] = args.pop(0)
-        elif a == "--":
-            files += args
-            break
-        elif a.startswith("-") and a != "-":
-            return usage(f"unknown option '{a[:40]}'")
-        else:
-            files.append(a)
+    pairs, files, unknown = tcplab.tool_words(args, ("--origin", "--build-id", "--run-id"))
+    for a, value in pairs:
+        if value is None:
+            return usage(f"{a} needs a value")
+        if a in opt:
+            return usage(f"{a} given twice")
+        opt[a] = value
+    if unknown is not None:
+        return usage(f"unknown option '{unknown[:40]}'")
     if "--origin" not in opt or "--build-id" not in opt:
         return usage("--origin and --build-id are needed (KCIDB requires both on every test)")
     origin, build_id, run_id = opt["--origin"], opt["--build-id"], opt.get("--run-id")

@@ -830,20 +830,13 @@ def main(argv):
     if args in (["-h"], ["--help"]):
         print(USAGE)
         return EXIT_OK
-    dirs = []
-    while args:
-        a = args.pop(0)
-        if a == "--out":
-            if not args or not args[0]:
-                return usage("--out needs a directory")
-            out = args.pop(0)
-        elif a == "--":
-            dirs += args
-            break
-        elif a.startswith("-") and a != "-":
-            return usage(f"unknown option '{D.show(a, 40)}'")
-        else:
-            dirs.append(a)
+    pairs, dirs, unknown = tcplab.tool_words(args, ("--out",))
+    for _, value in pairs:
+        if not value:
+            return usage("--out needs a directory")
+        out = value
+    if unknown is not None:
+        return usage(f"unknown option '{D.show(unknown, 40)}'")
     if len(dirs) < 2:
         return usage(f"want two or more output directories, got {len(dirs)}")
     read = own_input(out, dirs)
