@@ -15,6 +15,7 @@ import time
 import pytest
 
 from conftest import TOP
+from lab_proc import reaped
 
 pytestmark = pytest.mark.netns
 RUN = os.path.join(TOP, "run.sh")
@@ -194,14 +195,10 @@ def test_stale_tag_alone_is_not_killed(tmp_path):
     """A host process whose environment carries a tag of a run that is gone (old and new
     names) is not tcplab's to kill."""
     env = dict(os.environ, TL_RUN_PID="999999", TL_RUN_ID="00000000deadbeef")
-    p = subprocess.Popen(["sleep", "60"], env=env)
-    try:
+    with reaped(subprocess.Popen(["sleep", "60"], env=env)) as p:
         r = run(["--out", str(tmp_path / "out"), "p01-machine"])
         assert r.returncode == 0, r.stderr[-2000:]
         assert p.poll() is None, "run.sh killed a process by its environment tag alone"
-    finally:
-        p.kill()
-        p.wait()
 
 
 def make_record(name, lines):

@@ -125,14 +125,11 @@ def test_stale_tag_alone_is_not_killed_without_root(user_dir, bindir):
     victim = subprocess.Popen(["setpriv", f"--reuid={USER}", f"--regid={GROUP}",
                                "--clear-groups", "sleep", "60"],
                               env=dict(env, TL_RUN_PID="999999", TL_RUN_ID="00000000deadbeef"))
-    try:
+    with lab_proc.reaped(victim):
         r = as_user([os.path.join(TOP, "run.sh"), "--out", os.path.join(user_dir, "out"),
                      "p01-machine"], capture_output=True, text=True, env=env, timeout=120)
         assert r.returncode == 0, r.stderr[-2000:]
         assert victim.poll() is None, "run.sh killed a process by its environment tag alone"
-    finally:
-        victim.kill()
-        victim.wait()
 
 
 def test_units_that_need_root_are_skipped_by_a_set_and_refused_by_name(user_dir, bindir):
