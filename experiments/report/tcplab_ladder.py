@@ -22,8 +22,8 @@ LINE_H = 14               # px per line of note text
 AXIS_X = 70               # the time axis; tick labels left of it
 TIME_X = 170              # each row's t_ms, right-aligned here
 CLIENT_X = 260
-SERVER_X = 640
-NOTE_X = 675              # the margin column for notes
+SERVER_X = 620
+NOTE_X = 690              # the margin column for notes
 NOTE_W = WIDTH - NOTE_X - 8
 MIN_DY = 26               # px between two rows, at least: a label and its arrow
 SLOPE = 8                 # px an arrow falls from sender to receiver (direction, not time)
@@ -81,7 +81,7 @@ def wrap(s, width):
 
 
 NOTE_CHARS = int((NOTE_W - 8) // CHAR_W)
-LABEL_CHARS = int((SERVER_X - CLIENT_X - 24) // CHAR_W)
+LABEL_CHARS = int((SERVER_X - CLIENT_X + 100) // CHAR_W)   # may run past the lines, on white
 
 
 def bands(rows):
@@ -146,7 +146,7 @@ def layout(rows, scale):
             if prev is not None:
                 pr, py, plines = prev
                 dt = r["t_ms"] - pr["t_ms"]
-                need = max(MIN_DY, len(plines) * LINE_H + 8)
+                need = max(MIN_DY, len(plines) * LINE_H + 12)
                 if dt > BREAK_MS:
                     y = py + max(need, BREAK_PX)
                     band["segs"].append((pr["t_ms"], py, r["t_ms"], y, "break"))
@@ -159,7 +159,7 @@ def layout(rows, scale):
             band["items"].append((r, y, lines))
             prev = (r, y, lines)
         if prev is not None:
-            y = prev[1] + max(MIN_DY, len(prev[2]) * LINE_H + 8)
+            y = prev[1] + max(MIN_DY, len(prev[2]) * LINE_H + 12)
         band["end"] = y
         out.append(band)
         y += 10
@@ -238,9 +238,10 @@ def _draw_band(band, scale, out):
             k += 1
     # the rows
     for r, y, lines in items:
-        out.append(f'<text class="t" x="{TIME_X}" y="{f1(y + 4)}" text-anchor="end" '
-                   f'fill="#555">{r["t_ms"]:.3f}</text>')
-        if r.get("dir") is not None:
+        if r.get("dir") is None:
+            out.append(f'<text class="t" x="{TIME_X}" y="{f1(y + 4)}" text-anchor="end" '
+                       f'fill="#555">{r["t_ms"]:.3f}</text>')
+        else:
             a, b = {"c>s": (CLIENT_X, SERVER_X), "s>c": (SERVER_X, CLIENT_X)}.get(
                 r["dir"], (CLIENT_X, SERVER_X))
             colour = "#000" if r["dir"] in ("c>s", "s>c") else "#c00"
@@ -249,7 +250,7 @@ def _draw_band(band, scale, out):
                        f'<line x1="{a}" y1="{f1(y)}" x2="{b + tip * 2}" y2="{f1(y + SLOPE)}" '
                        f'stroke="{colour}" stroke-width="1.3"/>'
                        f'<path d="M{b} {f1(y + SLOPE)} l{tip * 9} -5 l0 8 z" fill="{colour}"/>')
-            label = str(r.get("label") or "")
+            label = f'{r["t_ms"]:.3f} ms  {r.get("label") or ""}'
             if len(label) > LABEL_CHARS:
                 label = label[:LABEL_CHARS - 1] + "…"
             out.append(_label_box((CLIENT_X + SERVER_X) / 2, y - 4, label) + "</g>")
