@@ -124,3 +124,28 @@ const char *tl_errno_name(int e)
 	return buf;
 }
 
+void *tl_grow(void *arr, size_t *cap, size_t want, size_t elem, size_t first)
+{
+	size_t n = *cap ? *cap : first;
+	void *grown;
+
+	if (want <= *cap)
+		return arr;
+	while (n < want) {
+		if (n > SIZE_MAX / 2) {
+			errno = ENOMEM;
+			return NULL;
+		}
+		n *= 2;
+	}
+	if (n > SIZE_MAX / elem) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	if ((grown = realloc(arr, n * elem)) == NULL) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	*cap = n;
+	return grown;
+}

@@ -38,4 +38,9 @@ int64_t tl_now_ns(void);
 /* The symbolic name of an errno value ("ECONNREFUSED"), or "E?<n>" in a static buffer. */
 const char *tl_errno_name(int e);
 
+/* An array arr of *cap elements of elem bytes, grown (doubled from *cap, or first elements when
+ * empty) to hold at least want >= 1.  Returns the array (arr itself when it was large enough;
+ * *cap updated when it grew), or NULL and errno ENOMEM with arr untouched. */
+void *tl_grow(void *arr, size_t *cap, size_t want, size_t elem, size_t first);
+
 #endif
