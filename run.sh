@@ -49,6 +49,11 @@ ensure_installed() {
 	command -v strace > /dev/null || missing+=(strace)
 	PATH=$PATH:/usr/sbin:/sbin command -v nft > /dev/null || missing+=(nftables)
 	command -v mscgen > /dev/null || missing+=(mscgen)
+	# tcpevents, the exact-transition probe (docs/tcpevents.md), and the sandbox's panes
+	command -v clang > /dev/null || missing+=(clang)
+	PATH=$PATH:/usr/sbin:/sbin command -v bpftool > /dev/null || missing+=(bpftool)
+	pkg-config --exists libbpf 2> /dev/null || missing+=(libbpf-dev)
+	command -v tmux > /dev/null || missing+=(tmux)
 	[ -x "$PY" ] || missing+=(python3)
 	[ ${#missing[@]} -eq 0 ] || die $EXIT_FAIL "missing ${missing[*]}: install these Debian packages (apt-get install ${missing[*]})"
 	[ -x "$TL_BIN/sockwatch" ] || die $EXIT_FAIL "no programs in $TL_BIN (an incomplete install: make install again)"
@@ -81,6 +86,7 @@ usage: ./run.sh [--quick] [--all] [--kernel VERSION|all] [--accel tcg|kvm] [--ou
        ./run.sh diff DIR_A DIR_B
        ./run.sh matrix [--out DIR] DIR DIR [DIR...]
        ./run.sh kcidb --origin ORIGIN --build-id ORIGIN:ID [--run-id ID] [KTAP]
+       ./run.sh sandbox [--out DIR] [--shell client|server]
        ./run.sh --list | --help | --version
 
 Builds what is missing (installing missing Debian packages when root), runs each experiment
@@ -125,6 +131,8 @@ Installed (make install, as tcplab), it builds nothing and writes outputs/ of th
                    --origin the submitter's KCIDB origin, --build-id the kernel build tested,
                    --run-id this run (default: from the KTAP's SHA-256); exit 1 bad KTAP
                    (docs/kernel-matrix.md, "KCIDB")
+  sandbox ...      free exploration: a shell on each side of the wire, the probes recording,
+                   the same outputs when you leave (docs/sandbox.md)
   --list           print the unit table (experiments/units): sets, durations, limits, needs,
                    and each unit's knobs (NAME=DEFAULT)
   --version        print tcplab's version (each unit's .json records it as tcplab_version)
@@ -516,6 +524,11 @@ ensure_built() {
 	# the wire's faults, the ladder pictures (PATH may lack /usr/sbin for a user)
 	PATH=$PATH:/usr/sbin:/sbin command -v nft > /dev/null || missing+=(nftables)
 	command -v mscgen > /dev/null || missing+=(mscgen)
+	# tcpevents, the exact-transition probe (docs/tcpevents.md), and the sandbox's panes
+	command -v clang > /dev/null || missing+=(clang)
+	PATH=$PATH:/usr/sbin:/sbin command -v bpftool > /dev/null || missing+=(bpftool)
+	pkg-config --exists libbpf 2> /dev/null || missing+=(libbpf-dev)
+	command -v tmux > /dev/null || missing+=(tmux)
 	[ -x "$PY" ] || missing+=(python3)
 	if [ ${#missing[@]} -gt 0 ]; then
 		[ "$(id -u)" -eq 0 ] || die $EXIT_FAIL "missing ${missing[*]}: run 'make deps' as root"
@@ -944,6 +957,11 @@ main() {
 	if [ "${1:-}" = kcidb ]; then
 		shift
 		exec "$PY" "$TOP/experiments/tools/tcplab_kcidb.py" "$@"
+	fi
+	if [ "${1:-}" = sandbox ]; then
+		shift
+		ensure_built
+		exec "$TOP/experiments/sandbox/sandbox.sh" "$@"
 	fi
 	local list="" accel_set="" seen=" " help="" sets=()
 	while [ $# -gt 0 ]; do

@@ -243,8 +243,9 @@ def test_completion(inst):
     table = tcplab.read_units(os.path.join(inst.share, "experiments", "units"))
     p01 = [u["unit"] for u in table if u["unit"].startswith("p01-")]
     assert p01 and complete(inst, "tcplab", "p01-") == p01
-    assert complete(inst, "tcplab", "") == ["diff", "matrix", "kcidb"] + [u["unit"] for u in table]
-    # after a name, only names (diff, matrix and kcidb are subcommands: first word only)
+    assert complete(inst, "tcplab", "") == ["diff", "matrix", "kcidb", "sandbox"] + \
+        [u["unit"] for u in table]
+    # after a name, only names (diff, matrix, kcidb and sandbox are subcommands: first word only)
     assert complete(inst, "tcplab", "p01-machine", "") == [u["unit"] for u in table]
     assert complete(inst, "tcplab", "--kernel", "") == ["5.10", "6.1", "6.12", "7.2", "all"]
     assert complete(inst, "tcplab", "--kernel", "6.1") == ["6.1", "6.12"]

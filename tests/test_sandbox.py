@@ -179,12 +179,13 @@ def test_tmux_panes_connect_send_close(tmp_path, bindir, own_state_dir):
 HEREDOC = f"""\
 nsenter --net=/run/netns/$TL_NS_SERVER echo_server -p {PORT} -b poll -a 192.0.2.2 > "$ECHO_OUT" &
 until grep -q '^ready ' "$ECHO_OUT"; do sleep 0.01; done
-python3 -c 'import socket, time
+python3 -c 'import re, socket, time
 s = socket.create_connection(("192.0.2.2", {PORT}))
 s.sendall(b"hello\\n")
 print("got", s.recv(100))
 deadline = time.monotonic() + 30
-while "ESTAB" not in open("'"$EVENTS"'").read() and time.monotonic() < deadline:
+seen = re.compile(r"client\\s+\\w+\\s+ESTAB")     # the client's own ESTAB, not the server's
+while not seen.search(open("'"$EVENTS"'").read()) and time.monotonic() < deadline:
     time.sleep(0.01)
 s.close()'
 echo done-with-it

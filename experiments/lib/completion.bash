@@ -60,7 +60,7 @@ _tcplab() {
 	fi
 	local words
 	words=$(_tcplab_units "${COMP_WORDS[0]}")
-	[ "$COMP_CWORD" -ne 1 ] || words="diff matrix kcidb $words"
+	[ "$COMP_CWORD" -ne 1 ] || words="diff matrix kcidb sandbox $words"
 	mapfile -t COMPREPLY < <(compgen -W "$words" -- "$cur")
 }
 
