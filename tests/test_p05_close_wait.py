@@ -132,10 +132,9 @@ def namespaces_of(pid):
 
 @pytest.mark.netns
 @pytest.mark.interrupt
-# Ctrl-C (SIGINT) in make test; SIGTERM and SIGKILL (80 s each) in make check
-@pytest.mark.parametrize("sig", [pytest.param(signal.SIGTERM, marks=pytest.mark.slow),
-                                 signal.SIGINT,
-                                 pytest.param(signal.SIGKILL, marks=pytest.mark.slow)])
+# 70-80 s each, in make check: make test kills p06-time-wait in its wait (test_reliability_interrupt)
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGKILL])
 def test_killed_in_the_wait_leaves_no_namespace(tmp_path, bindir, sig):
     """Killed while it waits for the orphan's timer (its progress line says so): run.sh's trap
     deletes both namespaces; after SIGKILL (no trap) the next run.sh reaps them."""

@@ -294,6 +294,7 @@ def signal_at_line(out, tag, needle, sigs, gap_s=0.0, target="pid", units=()):
     return p.returncode, "".join(err), sent, p.pid
 
 
+@pytest.mark.slow     # 60-70 s; make check
 def test_signal_during_cleanup(tmp_path):
     """SIGTERM (then each other catchable signal) right after the "finished" line, when the
     EXIT trap is running, and a second signal right after the "interrupted" line: cleanup runs
@@ -457,6 +458,7 @@ def test_long_unit_killed_in_its_wait(tmp_path, unit, needle, sig, target):
     assert not left, "\n".join(left)
 
 
+@pytest.mark.slow     # 60-70 s; make check
 def test_double_signals(tmp_path):
     """Two signals 20-50 ms apart, to the process group (two Ctrl-Cs) or to run.sh, at a random
     moment: nothing left (before this fix, two SIGINTs left up to 4 namespaces)."""

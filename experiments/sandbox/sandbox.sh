@@ -290,7 +290,9 @@ if [ -n "$SHELL_SIDE" ]; then
 	# A Ctrl-C typed in the shell is the shell's (a trap that does nothing, which its children do
 	# not inherit); env gives SIGINT and SIGQUIT back their defaults, which bash takes from a
 	# background job when job control is off.
-	trap ':' INT
+	# (a subshell ending in a line of its own: see test_every_signal_trap_ends_in_its_own_close_paren)
+	trap '(:
+)' INT
 	env --default-signal=INT,QUIT "${SB_SHELL[@]}" <&0 &
 	pid=$!
 	while kill -0 "$pid" 2> /dev/null; do wait "$pid" || true; done
