@@ -62,6 +62,8 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "qemu: boots a Debian kernel under QEMU (slow)")
     config.addinivalue_line("markers", "interrupt: kills runs by signal to test run.sh's cleanup "
                             "(the sanitizer pass leaves these out: a killed program reports nothing)")
+    config.addinivalue_line("markers", "timing: asserts a time or a sample count that ASan's "
+                            "slowdown moves (the sanitizer pass leaves these out; make test runs them)")
     config.addinivalue_line("markers", "python_only: runs no C program (conftest.PYTHON_ONLY; the "
                             "sanitizer pass leaves these out)")
     config.addinivalue_line("markers", "slow: only in `make check` (and CI's make check-rest), not "

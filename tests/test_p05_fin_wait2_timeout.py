@@ -8,6 +8,8 @@ TW/TWKilled split, and linger2 -1's RST with its two counters.  Then the report 
 input."""
 import os
 
+import pytest
+
 from unit_replay import Report, no_line, missing, write, drop_line, replace, window
 
 NAME = "p05-fin-wait2-timeout"
@@ -212,4 +214,4 @@ test_report_refuses_bad_raw = R.refusal_test([
 
 # ---- a live run ------------------------------------------------------------------------------
 
-test_live_run_kernel_facts = R.live_test(check_all, timeout=150)
+test_live_run_kernel_facts = pytest.mark.timing(R.live_test(check_all, timeout=150))

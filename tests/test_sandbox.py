@@ -25,7 +25,7 @@ DEADLINE_S = 60     # the machine is shared and often loaded: generous, never a 
 # One worker runs them one after another: each checks that no sandbox namespace is left, which a
 # sandbox of another worker would be (a CI run failed two tests so).  The tmux runs, the SIGTERM
 # and the SIGKILL are in make check; make test keeps the here-document run and the refusals.
-pytestmark = [pytest.mark.netns, pytest.mark.xdist_group("sandbox")]
+pytestmark = [pytest.mark.netns, pytest.mark.xdist_group("sandbox"), pytest.mark.timing]
 needs_tmux = pytest.mark.skipif(shutil.which("tmux") is None,
                                 reason="tmux is not installed (apt-get install tmux)")
 

@@ -28,6 +28,7 @@ def events(out):
     return [kv(x) for x in lines[:-1]], kv(lines[-1])
 
 
+@pytest.mark.timing
 def test_timer_led_sees_what_a_timer_does_as_soon_in_fewer_samples(netns, bindir):
     sw = os.path.join(bindir, "sockwatch")
     lst = popen(netns, [os.path.join(bindir, "listener"), "-p", str(PORT), "-m", "full"])
