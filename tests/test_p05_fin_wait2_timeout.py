@@ -115,7 +115,10 @@ def check_aborts(j):
     # __tcp_close(): a socket already in FIN-WAIT-2 with linger2 < 0: a RST (TCPAbortOnLinger)
     w = h["fin_wait2"]
     assert w["kind"] == "full socket" and w["timer"] == "off" and w["inode"] > 0
-    assert len(h["rst_ms"]) == 1 and h["rst_ms"][0] >= h["close_ms"] - 1
+    # the RST leaves inside close(): after the step before it returned, before close() returned
+    # (CI, once: the RST at 22.990 ms, close() returned at 24.291 ms under load)
+    assert len(h["rst_ms"]) == 1
+    assert h["close_from_ms"] - 1 <= h["rst_ms"][0] <= h["close_ms"] + 1, h
     assert h["counters"]["TcpExtTCPAbortOnLinger"] == 1
     assert h["counters"]["TcpExtTCPAbortOnData"] == 0
     assert h["counters"]["TcpExtTW"] == 0 and h["counters"]["TcpExtTWKilled"] == 0

@@ -60,10 +60,15 @@ def one_part(rawdir, name, hz, fin_s):
     after = [x for x in tc.snapshot(f("server-after.txt")) if x["peer"] == local]
     cc, sc = tw.read_both_counters(rawdir, f"{name}-", C_COUNTERS, S_COUNTERS)
     close = tc.step(cl, "close", f("client.txt"))
+    # the RST of abort-held leaves inside close(): the step before it ends where close() begins
+    prior = [x for x in cl["steps"] if x.int("n", -1) == close.int("n", -1) - 1]
+    if not prior:
+        raise t.RawError(f"{f('client.txt')}: no step before `close`")
     return {"part": name, "hz": hz, "port": c.str("peer").rsplit(":", 1)[1], "local": local,
             "start_ns": start, "linger2": asked, "linger2_readback": readback,
             "linger2_sets": sets,
             "close_ms": round((close.int("t_ns") - start) / 1e6, 3), "rto_ms": rto,
+            "close_from_ms": round((prior[-1].int("t_ns") - start) / 1e6, 3),
             "expected": exp, "fin": fin, "ack": ack, "fin_wait2": fw2, "rsts": rsts,
             "events": evs, "server_events": sevs, "server_after": after, "counters": cc,
             "server_counters": sc, "capture": cap, "segs": segs, "drain": tc.step(srv, "drain", f("server.txt"))}
@@ -80,7 +85,8 @@ def part_lines(r):
                  + (" (0 reads back tcp_fin_timeout)" if a == 0 else
                     f" (clamped at TCP_FIN_TIMEOUT_MAX {tc.TCP_FIN_TIMEOUT_MAX_S} s)"
                     if a > tc.TCP_FIN_TIMEOUT_MAX_S else "") for a, b in r["linger2_sets"]),
-             f"close() returned at {r['close_ms']:.3f} ms; the FIN left at {ms(r, r['fin']['t_ns']):.3f} ms"
+             f"close() called after {r['close_from_ms']:.3f} ms, returned at {r['close_ms']:.3f} ms;"
+             f" the FIN left at {ms(r, r['fin']['t_ns']):.3f} ms"
              + ("" if r["ack"] is None else
                 f", the server's ACK of it came at {ms(r, r['ack']['t_ns']):.3f} ms")]
     e = r["expected"]
@@ -141,7 +147,7 @@ def part_json(r):
     return {"port": int(r["port"]), "linger2": r["linger2"],
             "linger2_readback": r["linger2_readback"],
             "linger2_sets": [{"set": a, "read_back": b} for a, b in r["linger2_sets"]], "rto_ms": r["rto_ms"],
-            "close_ms": r["close_ms"], "fin_ms": round(ms(r, r["fin"]["t_ns"]), 3),
+            "close_from_ms": r["close_from_ms"], "close_ms": r["close_ms"], "fin_ms": round(ms(r, r["fin"]["t_ns"]), 3),
             "ack_ms": None if r["ack"] is None else round(ms(r, r["ack"]["t_ns"]), 3),
             "fin_time": r["expected"], "fin_wait2": r["fin_wait2"],
             "rst_ms": [round(ms(r, p["t_ns"]), 3) for p in r["rsts"]],
