@@ -4,8 +4,8 @@ way, and the files themselves (FIFO, /dev/zero, directory, unreadable, empty, tr
 too large, missing side, bad file on one side only).  Each case must be diff(1)'s trouble:
 exit 2, nothing on stdout, exactly one line on stderr naming the file and the field, within 5 s.
 Before the schema, these exited 0 ("the same"), 1 ("they differ", with a traceback) or hung."""
-import concurrent.futures
 import copy
+import functools
 import json
 import os
 import shutil
@@ -198,37 +198,32 @@ def write_sides(tmp_path, name, text):
     return a, b
 
 
-@pytest.fixture(scope="module")
-def field_results(request, tmp_path_factory):
-    """Every field case this session runs (make test: a sample; make check: all), run once, two
-    at a time (each is a process of its own, and most of its time is Python starting):
-    case -> (CompletedProcess, or None on a hang; seconds)."""
-    top = tmp_path_factory.mktemp("fields")
-    reps = reports()
-    wanted = {item.callspec.params["case"] for item in request.session.items
-              if item.originalname == "test_spoiled_field_is_trouble"}
+@functools.lru_cache(maxsize=1)
+def pristine():
+    """reports(), made once a worker (spoiled_text copies what it spoils)."""
+    return reports()
 
-    def one(i_case):
-        i, (name, path, spoil) = i_case
-        a, b = write_sides(top / str(i), name, spoiled_text(reps[name], path, spoil))
-        t0 = time.monotonic()
-        try:
-            r = run_diff(a, b)
-        except subprocess.TimeoutExpired:
-            r = None
-        return FIELD_CASES[i], (r, time.monotonic() - t0)
 
-    workers = max(1, min(2, os.cpu_count() or 1))
-    with concurrent.futures.ThreadPoolExecutor(workers) as pool:
-        return dict(pool.map(one, [(i, c) for i, c in enumerate(FIELD_CASES) if c in wanted]))
+def field_result(top, case):
+    """One field case run: (CompletedProcess, or None on a hang; seconds).  Each test runs its
+    own case: a module fixture running every case of the session ran them all again in each
+    xdist worker (six times over in CI, 257 s of setup a worker)."""
+    name, path, spoil = case
+    a, b = write_sides(top, name, spoiled_text(pristine()[name], path, spoil))
+    t0 = time.monotonic()
+    try:
+        r = run_diff(a, b)
+    except subprocess.TimeoutExpired:
+        r = None
+    return r, time.monotonic() - t0
 
 
 # make test: each report with each spoiling once; make check: every field
 @pytest.mark.parametrize("case", tiered(FIELD_CASES, lambda c: (c[0], c[2]),
                                         [case_id(c) for c in FIELD_CASES]))
-def test_spoiled_field_is_trouble(field_results, case):
+def test_spoiled_field_is_trouble(tmp_path, case):
     name, path, spoil = case
-    r, seconds = field_results[case]
+    r, seconds = field_result(tmp_path, case)
     assert r is not None, f"no answer within {TIMEOUT} s"
     assert seconds < TIMEOUT
     assert_trouble(r, f"B/{name}.json: ", field_token(path))
