@@ -6,7 +6,8 @@
  * from its ring buffer, in the order the kernel made them.  The namespace and the ports are
  * filtered in the kernel.  Where BPF cannot run (no kernel BTF, no privilege, a tracepoint or
  * field this kernel lacks) it says what it could not see in one line and exits TCPEV_EXIT_BLIND,
- * so a unit goes on without it.  -w keeps the raw records, -r prints them again without BPF.
+ * so a unit goes on without it.  -r keeps the raw records, -R prints them again without BPF
+ * (sockwatch's letters: -r records, -R replays).
  */
 #include "tl_cli.h"
 #include "tl_diag.h"
@@ -34,7 +35,7 @@
 #include <unistd.h>
 
 #define USAGE "usage: tcpevents [-v] [-n NETNS_PATH | -N NETNS_INODE] [-p PORT]... [-t TIMEOUT_MS]\n" \
-	      "                 [-B RING_KIB] [-w RECORD_FILE | -r REPLAY_FILE]\n"
+	      "                 [-B RING_KIB] [-r RECORD_FILE | -R REPLAY_FILE]\n"
 
 /* Exit status when BPF cannot run here: nothing was seen, the caller goes on without it. */
 #define TCPEV_EXIT_BLIND 4
@@ -68,8 +69,8 @@ _Noreturn static void usage(FILE *f, int status)
 		      "  -p  only sockets with this local or remote port; repeatable (up to 16)\n"
 		      "  -t  stop after this many milliseconds\n"
 		      "  -B  ring buffer size in KiB, a power of two from 4 (default 1024)\n"
-		      "  -w  write the raw event records to RECORD_FILE\n"
-		      "  -r  print a recorded file instead of watching the kernel (no BPF, no root)\n"
+		      "  -r  write the raw event records to RECORD_FILE\n"
+		      "  -R  print a recorded file instead of watching the kernel (no BPF, no root)\n"
 		      "  -h  print this help and exit\n", f);
 	exit(status);
 }
@@ -85,8 +86,8 @@ static void parse_args(int argc, char **argv)
 	int opt;
 
 	opterr = 0;
-	while ((opt = getopt(argc, argv, ":vhn:N:p:t:B:w:r:")) != -1) {
-		if ((opt == 'n' || opt == 'w' || opt == 'r') && optarg[0] == '\0')
+	while ((opt = getopt(argc, argv, ":vhn:N:p:t:B:r:R:")) != -1) {
+		if ((opt == 'n' || opt == 'r' || opt == 'R') && optarg[0] == '\0')
 			tl_errx(TL_EXIT_USAGE, "-%c needs a file name", opt);
 		switch (opt) {
 		case 'v': env.verbose = 1; break;
@@ -103,8 +104,8 @@ static void parse_args(int argc, char **argv)
 			if (env.ring_kib & (env.ring_kib - 1))
 				tl_errx(TL_EXIT_USAGE, "-B '%s': not a power of two", optarg);
 			break;
-		case 'w': env.record = optarg; break;
-		case 'r': env.replay = optarg; break;
+		case 'r': env.record = optarg; break;
+		case 'R': env.replay = optarg; break;
 		case 'h': usage(stdout, 0);
 		default: tl_opt_fail(opt);
 		}
@@ -112,12 +113,12 @@ static void parse_args(int argc, char **argv)
 	if (optind != argc)
 		tl_errx(TL_EXIT_USAGE, "unexpected argument '%s'", argv[optind]);
 	if (env.record && env.replay)
-		tl_errx(TL_EXIT_USAGE, "-w and -r exclude each other");
+		tl_errx(TL_EXIT_USAGE, "-r and -R exclude each other");
 	if (env.netns_path && env.netns_ino)
 		tl_errx(TL_EXIT_USAGE, "-n and -N exclude each other");
 	if (env.replay && (env.netns_path || env.netns_ino || env.nports || env.timeout_ms ||
 			   env.ring_kib))
-		tl_errx(TL_EXIT_USAGE, "-r replays a file as it was recorded: no -n, -N, -p, -t or -B");
+		tl_errx(TL_EXIT_USAGE, "-R replays a file as it was recorded: no -n, -N, -p, -t or -B");
 }
 
 /* ---- printing: one line per record, the same live and replayed ---------------------------- */
@@ -188,7 +189,7 @@ static void print_end(uint64_t t_ns, uint64_t lost)
 
 /* ---- replay ------------------------------------------------------------------------------- */
 
-/* Print the records of buf (a whole -w file).  0, or -1 and a message already printed. */
+/* Print the records of buf (a whole -r file).  0, or -1 and a message already printed. */
 static int replay_records(const char *buf, size_t len)
 {
 	struct rec_header h;

@@ -43,14 +43,14 @@ def tcpevents(bindir):
 # ---- replay -------------------------------------------------------------------------------------
 
 def test_replay_prints_the_recorded_lines(bindir, tcpevents):
-    r = run(bindir, "-r", REC)
+    r = run(bindir, "-R", REC)
     assert r.returncode == 0 and r.stderr == ""
     with open(TXT) as f:
         assert r.stdout == f.read()
 
 
 def test_replay_shows_last_ack_and_time_wait(bindir, tcpevents):
-    lines = run(bindir, "-r", REC).stdout.splitlines()
+    lines = run(bindir, "-R", REC).stdout.splitlines()
     by_cookie = transitions([kv(l) for l in lines if l.startswith("t_ns=")])
     seqs = sorted(by_cookie.values())
     assert seqs == sorted([LISTENER, CLIENT, SERVER]), seqs
@@ -87,7 +87,7 @@ def test_replay_refuses_a_bad_record(bindir, tcpevents, tmp_path, case, word):
         path = str(tmp_path)
     else:
         path = corrupt(tmp_path, case, data[case])
-    r = run(bindir, "-r", path)
+    r = run(bindir, "-R", path)
     assert r.returncode == 1
     assert len(r.stderr.splitlines()) == 1 and word in r.stderr, r.stderr
     assert "Traceback" not in r.stderr
@@ -99,11 +99,12 @@ BAD_OPTIONS = [
     (["-p"], "needs an argument"), (["-p", "0"], "-p '0'"), (["-p", "65536"], "-p '65536'"),
     (["-p", "x"], "-p 'x'"), (["-t", "0"], "-t '0'"), (["-t", "5x"], "-t '5x'"),
     (["-N", "-1"], "-N '-1'"), (["-N", "4294967296"], "-N '4294967296'"),
-    (["-n", ""], "-n needs a file name"), (["-w", ""], "-w needs a file name"),
-    (["-r", ""], "-r needs a file name"), (["-x"], "unknown option -x"),
-    (["extra"], "unexpected argument"), (["-w", "a", "-r", "b"], "exclude each other"),
+    (["-n", ""], "-n needs a file name"), (["-r", ""], "-r needs a file name"),
+    (["-R", ""], "-R needs a file name"), (["-x"], "unknown option -x"),
+    (["-w", "a"], "unknown option -w"),     # the old record letter: -r now, as sockwatch's
+    (["extra"], "unexpected argument"), (["-r", "a", "-R", "b"], "exclude each other"),
     (["-n", "/proc/self/ns/net", "-N", "5"], "exclude each other"),
-    (["-r", REC, "-p", "80"], "no -n, -N, -p, -t or -B"),
+    (["-R", REC, "-p", "80"], "no -n, -N, -p, -t or -B"),
     (["-B", "3"], "-B '3'"), (["-B", "6"], "not a power of two"), (["-B", "2097152"], "-B '2097152'"),
     (["-p", "1"] * 17, "at most 16 ports"),
 ]
@@ -272,7 +273,7 @@ def test_live_close_every_transition(bindir, tcpevents, netns, tmp_path):
     """The client shuts down its side and keeps the socket: FIN-WAIT-2 until the server's FIN,
     then TIME-WAIT (tcp_fin() -> tcp_time_wait()); the server CLOSE-WAIT, LAST-ACK."""
     port = 21070
-    ev = start_tcpevents(bindir, netns, tmp_path, "-p", str(port), "-w", str(tmp_path / "rec"))
+    ev = start_tcpevents(bindir, netns, tmp_path, "-p", str(port), "-r", str(tmp_path / "rec"))
     sw = Bg(in_ns(netns, [os.path.join(bindir, "sockwatch"), "-i", "1000"]),
             tmp_path / "sockwatch.txt")
     actor = None
@@ -297,7 +298,7 @@ def test_live_close_every_transition(bindir, tcpevents, netns, tmp_path):
     by_cookie = transitions(events)
     assert sorted(by_cookie.values()) == sorted([LISTENER, CLIENT, SERVER]), ev_lines
     # the replay of what it recorded prints the same lines but the ready line
-    r = run(bindir, "-r", str(tmp_path / "rec"))
+    r = run(bindir, "-R", str(tmp_path / "rec"))
     assert r.returncode == 0 and r.stdout.splitlines() == ev_lines[1:-1] + [r.stdout.splitlines()[-1]]
     # sockwatch samples: every state it saw of a socket is among that socket's transitions
     if kv(ev_lines[0])["cookie"] != "helper":
