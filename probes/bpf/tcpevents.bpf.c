@@ -74,6 +74,23 @@ static __always_inline bool sock_wanted(const struct sock *sk, __u16 sport, __u1
 	return bpf_map_lookup_elem(&matched, &key) != NULL;
 }
 
+/* A zeroed record of this type, its time and namespace filled in, or NULL: no room in the
+ * ring buffer (counted in lost).  The one place a record is reserved. */
+static __always_inline struct tcpev_rec *ev_reserve(__u8 type)
+{
+	struct tcpev_rec *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+
+	if (e == NULL) {
+		__sync_fetch_and_add(&lost, 1);
+		return NULL;
+	}
+	__builtin_memset(e, 0, sizeof(*e));
+	e->t_ns = bpf_ktime_get_ns();
+	e->type = type;
+	e->netns = netns_ino;
+	return e;
+}
+
 /* A record for sk, its addresses filled in, or NULL: another namespace or port, not TCP, or
  * no room (counted in lost). */
 static __always_inline struct tcpev_rec *sock_event(const struct sock *sk, __u8 type)
@@ -90,15 +107,9 @@ static __always_inline struct tcpev_rec *sock_event(const struct sock *sk, __u8 
 	dport = bpf_ntohs(BPF_CORE_READ(sk, __sk_common.skc_dport));
 	if (!sock_wanted(sk, sport, dport))
 		return NULL;
-	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
-	if (e == NULL) {
-		__sync_fetch_and_add(&lost, 1);
+	e = ev_reserve(type);
+	if (e == NULL)
 		return NULL;
-	}
-	__builtin_memset(e, 0, sizeof(*e));
-	e->t_ns = bpf_ktime_get_ns();
-	e->type = type;
-	e->netns = netns_ino;
 	e->family = family;
 	e->sport = sport;
 	e->dport = dport;
@@ -224,15 +235,9 @@ static __always_inline struct tcpev_rec *skb_event(const struct sk_buff *skb)
 		return NULL;
 	if (!port_wanted(bpf_ntohs(tcp.dest), bpf_ntohs(tcp.source)))
 		return NULL;
-	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
-	if (e == NULL) {
-		__sync_fetch_and_add(&lost, 1);
+	e = ev_reserve(TCPEV_RST_SENT);
+	if (e == NULL)
 		return NULL;
-	}
-	__builtin_memset(e, 0, sizeof(*e));
-	e->t_ns = bpf_ktime_get_ns();
-	e->type = TCPEV_RST_SENT;
-	e->netns = netns_ino;
 	e->sport = bpf_ntohs(tcp.dest);
 	e->dport = bpf_ntohs(tcp.source);
 	e->state = TCPEV_NO_STATE;
