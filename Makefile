@@ -6,6 +6,8 @@ CC      ?= cc
 PYTHON  ?= /usr/bin/python3
 BUILD   ?= build
 FUZZ_SECONDS ?= 60
+FUZZ_JOBS    ?= 1
+export FUZZ_JOBS   # to tests/fuzz/run.sh through the environment, never as shell text
 
 CFLAGS  ?= -O2 -g
 # Flags every build needs, kept apart from CFLAGS so `make CFLAGS=…` cannot drop them.
@@ -292,7 +294,7 @@ deps-kernel:
 	$(call apt_install,deps-kernel,$(KERNEL_DEB_PACKAGES),--no-install-recommends)
 
 # Fuzzing (tests/fuzz/, docs/reliability.md): libFuzzer targets built with Debian's clang under
-# ASan+UBSan; `make fuzz FUZZ_SECONDS=N` runs each for N s.  Needs `make deps-fuzz` (which
+# ASan+UBSan; `make fuzz FUZZ_SECONDS=N` runs each for N s, FUZZ_JOBS=J of them at once.  Needs `make deps-fuzz` (which
 # also installs valgrind, for `make valgrind`).
 .PHONY: deps-fuzz fuzz-build
 FUZZ_CC      ?= clang

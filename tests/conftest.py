@@ -66,6 +66,9 @@ def pytest_configure(config):
                             "slowdown moves (the sanitizer pass leaves these out; make test runs them)")
     config.addinivalue_line("markers", "python_only: runs no C program (conftest.PYTHON_ONLY; the "
                             "sanitizer pass leaves these out)")
+    config.addinivalue_line("markers", "deep: a guest's plumbing tried again, a boot each (interrupts, "
+                            "locks, failures, --kernel all): make check runs it, CI's check-rest "
+                            "leaves it out to stay within 40 min (docs/reliability.md, \"CI\")")
     config.addinivalue_line("markers", "slow: only in `make check` (and CI's make check-rest), not "
                             "`make test`: every qemu test (a guest under TCG) and the interrupt storm")
 

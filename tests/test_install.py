@@ -142,6 +142,7 @@ def test_unit_writes_into_cwd(inst):
 
 
 @pytest.mark.qemu
+@pytest.mark.deep
 def test_kernel_run_locks_the_guests_directory_only(inst):
     """--kernel 6.1 without --out writes ./outputs/<the guest's release>/ and locks only that:
     another run holding ./outputs/<the host's release>/ (a host run, or a --kernel run of

@@ -242,6 +242,7 @@ def skip_if_vm_skipped(rc, text):
 
 
 @pytest.mark.qemu
+@pytest.mark.deep
 def test_all_kernels_p01_machine(tmp_path, bindir):
     need_vm()
     out, tag, ns_before = str(tmp_path / "out"), secrets.token_hex(6), netns_names()
@@ -286,6 +287,7 @@ def test_all_kernels_p01_machine(tmp_path, bindir):
 
 
 @pytest.mark.qemu
+@pytest.mark.deep
 def test_all_kernels_interrupted(tmp_path, bindir):
     """SIGINT to --kernel all while the guests boot: every child group is stopped at once (exit
     130, not when the guests end), and nothing is left: no QEMU, no namespace, no temporary

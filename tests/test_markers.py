@@ -2,6 +2,7 @@
 conftest.PYTHON_ONLY files run none, and each exists."""
 import os
 import re
+import subprocess
 
 import pytest
 
@@ -26,3 +27,18 @@ def test_python_only_files_run_no_program(name):
 def test_the_check_would_see_a_program():
     assert REACHES_C.search("def test_x(bindir):") and REACHES_C.search('subprocess.run([RUN, "--out", d])')
     assert not REACHES_C.search('subprocess.run([RUN, "diff", a, b])')
+
+
+
+def test_deep_tests_are_qemu_ones_in_the_slow_tier():
+    """`deep` (CI's check-rest leaves these out) marks only guest tests, which conftest puts in
+    the slow tier: make test never held them, and make check still runs them all."""
+    def collect(expr):
+        return subprocess.Popen(["/usr/bin/python3", "-m", "pytest", "--collect-only", "-q",
+                                 "-p", "no:cacheprovider", "-p", "no:xdist", "-m", expr, "tests"],
+                                cwd=TOP, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    runs = [collect("deep"), collect("deep and not (qemu and slow)")]
+    deep, stray = [[line for line in p.communicate(timeout=120)[0].splitlines() if "::" in line]
+                   for p in runs]
+    assert deep, "no test is marked deep"
+    assert stray == [], stray

@@ -146,6 +146,7 @@ def test_committed_guest_outputs_report_cleanly(outdir, tmp_path):
 
 
 @pytest.mark.qemu
+@pytest.mark.deep
 def test_6_1_quick_run_without_warnings(bindir, tmp_path):
     if os.geteuid() != 0:
         pytest.skip("needs root: the kernel cache")

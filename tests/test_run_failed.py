@@ -300,6 +300,7 @@ def test_a_failed_unit_says_loudly_that_it_replaced_a_result(tmp_path, bindir):
 # ---- run.sh with a unit made to fail in a 6.1 guest ---------------------------------------------
 
 @pytest.mark.qemu
+@pytest.mark.deep
 def test_a_unit_failed_in_a_guest_leaves_a_marked_partial_output(tmp_path, bindir):
     if shutil.which("qemu-system-x86_64") is None:
         pytest.skip("qemu-system-x86_64 not installed (make deps-kernel)")
