@@ -39,7 +39,11 @@ tl_netns_delete() {
 		pids=$(ip netns pids "$ns" 2> /dev/null || true)
 		[ -z "$pids" ] || kill -KILL $pids 2> /dev/null || true
 		ip netns del "$ns" 2> /dev/null || true
+		# what a unit put in /etc/netns/NAME (ip netns exec's per-namespace /etc files,
+		# p07-localhost), when a SIGKILL kept its own trap from removing it
+		case $ns in */* | .* | '') ;; *) rm -rf "/etc/netns/$ns" ;; esac
 	done
+	rmdir /etc/netns 2> /dev/null || true
 }
 
 if [ "${BASH_SOURCE[0]}" = "$0" ]; then
