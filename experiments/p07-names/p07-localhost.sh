@@ -4,9 +4,11 @@
 # /etc/netns/NAME/, which `ip netns exec NAME` bind-mounts over /etc/ (ip-netns(8)).  The client
 # is resolve_connect (fixtures/resolve_connect.c): getaddrinfo("localhost"), then a blocking
 # connect() to each answer in turn until one connects.
-#   default  no /etc/gai.conf: RFC 6724 puts ::1 first (precedence 50 against 35 for IPv4):
-#            the connect to [::1] is answered by a RST (ECONNREFUSED), then 127.0.0.1 connects
-#   gaiconf  /etc/gai.conf with "precedence ::ffff:0:0/96 100": 127.0.0.1 first, one attempt
+#   default  no /etc/gai.conf: glibc's RFC 3484/6724 sort puts ::1 first (precedence 50 against
+#            10 for IPv4 in glibc's built-in table): the connect to [::1] is answered by a RST
+#            (ECONNREFUSED), then 127.0.0.1 connects
+#   gaiconf  /etc/gai.conf: the built-in table with "precedence ::ffff:0:0/96 100": 127.0.0.1
+#            first, one attempt
 # Each part on its own port: a capture on lo, the counters before and after, and getent ahosts
 # (glibc's getaddrinfo through another program) as the cross-check of the order.
 # Everything under /etc/netns/NAME is this script's: made here, removed by its trap (and, after
@@ -68,6 +70,10 @@ part() {
 }
 
 part default "$PORT_DEFAULT"
-printf 'precedence ::ffff:0:0/96 100\n' > "$ETC/gai.conf" || tl_die "cannot write $ETC/gai.conf"
+# glibc's built-in table (RFC 3484's, gai.conf(5)) with its last line changed, as Debian's
+# /etc/gai.conf suggests "for sites which prefer IPv4": one precedence line replaces the whole
+# built-in table, so every line of it is written out
+printf 'precedence ::1/128 50\nprecedence ::/0 40\nprecedence 2002::/16 30\nprecedence ::/96 20\nprecedence ::ffff:0:0/96 100\n' \
+	> "$ETC/gai.conf" || tl_die "cannot write $ETC/gai.conf"
 part gaiconf "$PORT_GAICONF"
 echo "port_default=$PORT_DEFAULT port_gaiconf=$PORT_GAICONF" > "$RAW/params.txt"

@@ -2,8 +2,8 @@
 """p07-names report: what getaddrinfo() answers for a name, in which order, and what a client
 that tries the answers one after another pays for that order.  Unit p07-localhost: "localhost"
 (127.0.0.1 and ::1 in the namespace's own /etc/hosts) against a server bound to 127.0.0.1 only,
-without /etc/gai.conf (::1 first: a RST, ECONNREFUSED, then 127.0.0.1) and with
-"precedence ::ffff:0:0/96 100" (127.0.0.1 first, one attempt).  Each part: the answers, each
+without /etc/gai.conf (::1 first: a RST, ECONNREFUSED, then 127.0.0.1) and with glibc's
+precedence table but "precedence ::ffff:0:0/96 100" (127.0.0.1 first, one attempt).  Each part: the answers, each
 connect() with its errno and its time, the capture on lo, the counters, and getent ahosts's
 order beside resolve_connect's."""
 import os
@@ -15,8 +15,8 @@ import tcplab_pkt as pkt  # noqa: E402
 
 NAME = "p07-names"
 UNIT = "p07-localhost"
-PARTS = (("default", "no /etc/gai.conf: RFC 6724's default precedence (glibc's built-in table)"),
-         ("gaiconf", "/etc/gai.conf: precedence ::ffff:0:0/96 100 (IPv4 before IPv6)"))
+PARTS = (("default", "no /etc/gai.conf: glibc's built-in precedence table (::1 50, IPv4 10)"),
+         ("gaiconf", "/etc/gai.conf: that table with precedence ::ffff:0:0/96 100 (IPv4 first)"))
 SHOW = ("TcpActiveOpens", "TcpAttemptFails", "TcpOutRsts", "TcpPassiveOpens", "TcpEstabResets",
         "TcpInSegs", "TcpOutSegs")
 FAMILIES = ("inet", "inet6")
@@ -104,7 +104,11 @@ def read_part(rawdir, name, who, port):
 
 
 def part_lines(p):
-    out = [f"== {p['name']}: {p['who']}",
+    out = [f"== {p['name']}: {p['who']}"]
+    if p["gai_conf"]:
+        out.append("the namespace's /etc/gai.conf: " + " | ".join(
+            " ".join(x.split()) for x in p["gai_conf"].splitlines()))
+    out += [
            f"getaddrinfo(\"localhost\") took {p['resolve_us']:.1f} us and answered, in order: " +
            ", ".join(a["addr"] for a in p["answers"]),
            f"getent ahosts localhost (the cross-check): {', '.join(p['getent'])}", ""]
