@@ -1,0 +1,176 @@
+"""p04-tail-loss: the last segment of a flight lost on the wire.  The same kernel facts are
+asserted on the committed reference (the report replayed on outputs/RELEASE/raw/, no root) and
+on a live run (./run.sh --out TMP p04-tail-loss, root and namespaces), each bound derived from
+what that run recorded (srtt and rto from ss, tcp_rto_min_us, HZ, the knob drops), never from a
+speed: the tail loss probe before any RTO, the probe timeout against 2*srtt with the kernel's
+floor and cap (tcp_schedule_loss_probe(), v6.18), each RTO twice the last, the counters'
+deltas, and every retransmission seen alike by tcpevents, the capture and TcpRetransSegs.
+Then bad input: the report on broken raw data, a bad knob (run.sh and the collect script)."""
+import os
+import subprocess
+
+import pytest
+
+from conftest import TOP
+from unit_replay import Report, missing, no_line, replace, write, window, PY, RUN
+
+NAME = "p04-tail-loss"
+R = Report(NAME)
+SCRIPT = os.path.join(TOP, "experiments", NAME, NAME + ".sh")
+
+
+def jiffies(ms, hz):
+    """ms in whole jiffies, rounded up (usecs_to_jiffies())."""
+    return -(-round(ms * 1000) * hz // 1_000_000)
+
+
+def pto_ms(j, p):
+    """tcp_schedule_loss_probe() with one packet out: 2*srtt + tcp_rto_min_us, in jiffies,
+    at most the RTO (icsk_rto)."""
+    hz, ss = j["hz"], p["ss"]
+    rto_min_us = j["sysctls"].get("net.ipv4.tcp_rto_min_us") or 200000
+    return min(jiffies((2 * ss["srtt_us"] + rto_min_us) / 1000, hz), jiffies(ss["rto_ms"], hz)) \
+        * 1000 / hz
+
+
+def gaps(p):
+    s = [x["t_ms"] for x in p["tail_sends"]]
+    return [b - a for a, b in zip(s, s[1:])]
+
+
+def check_probe_first(j, p):
+    """The tail's second transmission is the loss probe, after the PTO counted from the ACK
+    that armed it, and before any RTO."""
+    sends = p["tail_sends"]
+    assert [x["what"] for x in sends[:2]] == ["the original", "the loss probe (TLP)"]
+    assert [x["t_ms"] for x in sends] == sorted(x["t_ms"] for x in sends)
+    lo, hi = window(pto_ms(j, p), j["hz"], 0)
+    assert lo <= sends[1]["t_ms"] - p["armed_ms"] <= hi, (sends, p["armed_ms"], lo, hi)
+    assert p["counters"]["TcpExtTCPLossProbes"] == 1
+
+
+def check_crosscheck(p):
+    x = p["crosscheck"]
+    assert x["capture"] == x["TcpRetransSegs"] == len(p["tail_sends"]) - 1
+    if "blind" not in p["tcpevents"]:
+        assert x["tcpevents"] == x["capture"]
+        assert p["tcpevents"]["lost"] == 0
+    assert "disagree" not in p
+
+
+def check_tlp(j):
+    p = j["parts"]["tlp"]
+    assert [x["dropped"] for x in p["tail_sends"]] == [True, False]
+    check_probe_first(j, p)
+    c = p["counters"]
+    assert c["TcpRetransSegs"] == 1 and c["TcpExtTCPTimeouts"] == 0
+    # the second request's ACK went past the probe's snd_nxt: a loss the probe repaired
+    assert c["TcpExtTCPLossProbeRecovery"] == 1
+    check_crosscheck(p)
+
+
+def check_rto(j, prm):
+    p = j["parts"]["rto"]
+    drops = prm["drops"]
+    assert [x["dropped"] for x in p["tail_sends"]] == [True] * drops + [False]
+    check_probe_first(j, p)
+    # then the RTOs: the first a whole rto after the probe (tcp_rearm_rto()), each next one
+    # twice the last (tcp_retransmit_timer(): icsk_backoff++)
+    for k, gap in enumerate(gaps(p)[1:]):
+        lo, hi = window(p["ss"]["rto_ms"] * 2 ** k, j["hz"], 0)
+        assert lo <= gap <= hi, (k, gap, lo, hi)
+    c = p["counters"]
+    assert c["TcpRetransSegs"] == drops and c["TcpExtTCPTimeouts"] == drops - 1
+    assert c["TcpExtTCPLossProbeRecovery"] == 0
+    if drops > 2:
+        assert p["backoffs"] == list(range(1, drops - 1))
+    check_crosscheck(p)
+
+
+check_all = R.checks(check_tlp, check_rto)
+
+
+# ---- the committed reference, replayed -----------------------------------------------------
+
+ref_out, test_reference_kernel_facts, test_reference_report_is_the_committed_one = \
+    R.reference_tests(check_all)
+
+
+def test_reference_ladder(ref_out):
+    j = R.load(str(ref_out))
+    assert j["ladder_svg"] == f"{NAME}-ladder.svg"
+    with open(os.path.join(ref_out, j["ladder_svg"])) as f:
+        svg = f.read()
+    assert "the loss probe (TLP)" in svg and "RTO 1" in svg
+
+
+def test_reference_tcp_probe_srtt_is_ss_srtt(ref_out):
+    """tcp_probe's srtt at the ACK that armed the probe is the srtt ss showed while the tail
+    was out (both tcp_sock's srtt_us >> 3), within what one more ACK can move it."""
+    for p in R.load(str(ref_out))["parts"].values():
+        if p["srtt_tcp_probe_us"] is not None:
+            assert abs(p["srtt_tcp_probe_us"] - p["ss"]["srtt_us"]) <= p["ss"]["srtt_us"]
+
+
+# ---- the report on bad raw input ------------------------------------------------------------
+
+test_report_refuses_bad_raw = R.refusal_test([
+    missing("tlp-ss.txt"),
+    missing("rto-nft-server.txt"),
+    no_line("end", "tlp-capture.txt"),
+    no_line("end", "rto-tcpevents.txt"),
+    no_line("ready", "tlp-tcpevents.txt"),
+    (write("tlp-ss.txt", "no socket\n"), "no rtt:SRTT/RTTVAR"),
+    (write("rto-tcpevents-blind.txt", "a\nb\n"), "want one line"),
+    (replace("rto-nft-server.txt", "counter packets 3 ", "counter packets 1 "),
+     "the rule dropped 1"),
+    (write("params.txt", "flight=x tail=300\n"), "not a number"),
+    (replace("tlp-capture.txt", " len=300 ", " len=301 "), "no segment of the tail's"),
+])
+
+
+def test_report_without_tcpevents_says_why(tmp_path):
+    """tcpevents could not run: the report still works and says why in one line."""
+    def edit(d):
+        (d / "tlp-tcpevents.txt").unlink()
+        (d / "tlp-tcpevents-blind.txt").write_text(
+            "tcpevents: cannot see TCP events: loading BPF needs CAP_BPF and CAP_PERFMON "
+            "(or root): Operation not permitted\n")
+    out = tmp_path / "out"
+    out.mkdir()
+    r = R.run(R.broken_copy(tmp_path, edit), out)
+    assert r.returncode == 0, r.stderr
+    with open(out / f"{NAME}.txt") as f:
+        text = f.read()
+    assert text.count("tcpevents could not run: tcpevents: cannot see TCP events") == 1
+    assert "retransmissions tcpevents -," in text
+
+
+def test_report_usage():
+    r = subprocess.run([PY, R.path], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1
+
+
+@pytest.mark.parametrize("knob,value", [("FLIGHT", "0"), ("FLIGHT", "9"), ("FLIGHT", "x"),
+                                        ("DROPS", "1"), ("DROPS", "5"), ("DROPS", "02")])
+def test_collect_script_refuses_a_bad_knob(tmp_path, knob, value):
+    """Run without run.sh: one line, exit 2, nothing made."""
+    env = dict(os.environ, **{f"TL_KNOB_{knob}": value})
+    r = subprocess.run(["sh", SCRIPT, str(tmp_path / "raw")], capture_output=True, text=True,
+                       timeout=30, env=env)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+    assert f"knob {knob.lower()}=" in r.stderr
+    assert not os.path.exists(tmp_path / "raw")
+
+
+@pytest.mark.parametrize("setting", ["drops=1", "drops=9", "flight=0", "flight=big"])
+def test_run_sh_refuses_a_bad_knob(tmp_path, setting):
+    r = subprocess.run([RUN, "--out", str(tmp_path / "out"), "--set", setting, NAME],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+    assert not os.path.exists(tmp_path / "out")
+
+
+# ---- a live run ------------------------------------------------------------------------------
+
+test_live_run_kernel_facts = R.live_test(check_all, timeout=30)
