@@ -5,11 +5,14 @@ recorded (params.txt, the sysctls, HZ, TCP_TIMEWAIT_LEN), never from a speed: FI
 ACK and the closer's TIME-WAIT; RST, not FIN, on close with unread data, TCPAbortOnClose, and
 the bytes the client had queued still read before ECONNRESET; the reply lost when it never
 reached the client's queue; no TIME-WAIT after SO_LINGER 0 and the counter that counts it;
-the half-close.  Then the report on bad raw input."""
+the half-close.  Where tcpevents ran beside sockwatch: each side's exact transitions, the
+server's LAST-ACK among them every time (orderly and shutdown), and every state sockwatch
+sampled among them in the same order; where it did not, one line says so.  Then the report on
+bad raw input."""
 import os
 import subprocess
 
-from unit_replay import Report, no_line, missing, write, replace, PY, REF
+from unit_replay import Report, no_line, missing, write, replace, remove, PY, REF
 
 NAME = "p05-close"
 R = Report(NAME)
@@ -177,7 +180,46 @@ def check_shutdown(j, prm):
         assert p[side]["TcpOutRsts"] == 0
 
 
-check_all = R.checks(check_orderly, check_unread_survives, check_lost, check_sendfirst,
+def check_tcpevents(j):
+    """Where tcpevents ran: each side's exact transitions, in the kernel's order; the server,
+    which closes second in orderly and shutdown, passes LAST-ACK every time (however short:
+    its FIN's ACK ends it), and sockwatch's samples agree.  Elsewhere nothing is claimed."""
+    te = j["tcpevents"]
+    assert te["status"] in ("ran", "blind", "absent")
+    if te["status"] != "ran":
+        assert all(p["tcpevents"] is None for p in j["parts"].values())
+        assert (te["why"] is not None) == (te["status"] == "blind")
+        return
+    for name, p in j["parts"].items():
+        ex = p["tcpevents"]
+        assert ex["disagree"] == [], (name, ex["disagree"])
+        for side in ("client", "server"):
+            seq = [(x["old"], x["new"]) for x in ex[side]]
+            assert all(a[1] == b[0] for a, b in zip(seq, seq[1:])), seq
+            ts = [x["t_ms"] for x in ex[side]]
+            assert ts == sorted(ts)
+        assert [x["new"] for x in ex["client"]][:2] == ["SYN-SENT", "ESTAB"]
+        assert [x["new"] for x in ex["server"]][:2] == ["SYN-RECV", "ESTAB"]
+    for name in ("orderly", "shutdown"):
+        p = j["parts"][name]
+        sv = [x["new"] for x in p["tcpevents"]["server"]]
+        assert sv[-3:] == ["CLOSE-WAIT", "LAST-ACK", "UNCONN"], (name, sv)
+        la = p["findings"]["last_ack_exact"]
+        assert la is not None and la["lasted_ms"] > 0, name
+    # orderly's client is an orphan: FIN-WAIT-2 becomes a timewait socket, whose TIME-WAIT
+    # has no tracepoint (sockwatch's sample only); shutdown's client keeps its socket, whose
+    # TIME-WAIT the timewait socket is made in (tcp_fin -> tcp_time_wait)
+    o, h = j["parts"]["orderly"]["tcpevents"], j["parts"]["shutdown"]["tcpevents"]
+    assert [(x["new"], x["socket"]) for x in o["client"]][-1] == ("FIN-WAIT-2", "timewait")
+    assert [(x["new"], x["socket"]) for x in h["client"]][-1] == ("TIME-WAIT", "timewait")
+    # the unread parts' server and linger0's client close from ESTAB straight to CLOSE (a RST)
+    for name, side in (("unread", "server"), ("lost", "server"), ("sendfirst", "server"),
+                       ("linger0", "client")):
+        assert ("ESTAB", "UNCONN") in [(x["old"], x["new"])
+                                       for x in j["parts"][name]["tcpevents"][side]], name
+
+
+check_all = R.checks(check_tcpevents, check_orderly, check_unread_survives, check_lost, check_sendfirst,
                      check_linger0, check_shutdown)
 
 
@@ -222,7 +264,75 @@ test_report_refuses_bad_raw = R.refusal_test([
     (write("params.txt", "request=x\n"), "not a number"),
     # a capture in which the server never sent a RST is not this experiment's
     (replace("unread-capture.txt", "flags=RA", "flags=FA"), "no RST from the server"),
+    no_line("end", "orderly-server-tcpevents.txt"),
+    (remove("lost-tcpevents.txt"), "lost-tcpevents.txt: missing"),
+    (write("tcpevents-blind.txt", "tcpevents: cannot see TCP events: x\n"), "yet orderly"),
+    (replace("unread-tcpevents.txt", " lost=0", " lost=3"), "lost=3"),
 ])
+
+
+def test_reference_tcpevents_shows_last_ack(ref_out):
+    """The host's reference ran tcpevents: the orderly part's LAST-ACK, which sockwatch did
+    not sample there, is in the report with its exact duration, marked as from tcpevents."""
+    j = R.load(ref_out)
+    assert j["tcpevents"]["status"] == "ran"
+    with open(os.path.join(ref_out, NAME + ".txt")) as f:
+        text = f.read()
+    la = j["parts"]["orderly"]["findings"]["last_ack_exact"]
+    assert (f"tcpevents: the server was in LAST-ACK from {la['from_ms']:.3f} to "
+            f"{la['to_ms']:.3f} ms, {la['lasted_ms']:.3f} ms exactly") in text
+    assert "server tcpevents: CLOSE-WAIT -> LAST-ACK" in text
+    assert "DISAGREE" not in text
+
+
+def without_tcpevents(d):
+    for f in os.listdir(d):
+        if "tcpevents" in f:
+            os.unlink(d / f)
+
+
+def test_report_without_tcpevents_says_so_in_one_line(tmp_path):
+    """A run without tcpevents (a guest; the committed guest references): one line says so,
+    and the report is what it was, sockwatch's states alone."""
+    out = tmp_path / "out"
+    r = R.run(R.broken_copy(tmp_path, without_tcpevents), out)
+    assert r.returncode == 0, r.stderr
+    text = (out / (NAME + ".txt")).read_text()
+    assert [x for x in text.splitlines() if "tcpevents" in x] == [
+        "tcpevents: not run here (no tcpevents file in raw/): states from sockwatch's samples "
+        "only, a state shorter than a sample may be missing"]
+    assert R.load(str(out))["tcpevents"] == {"status": "absent", "why": None}
+
+
+def test_report_tcpevents_blind_says_why(tmp_path):
+    def blind(d):
+        without_tcpevents(d)
+        (d / "tcpevents-blind.txt").write_text(
+            "tcpevents: cannot see TCP events: no kernel BTF (/sys/kernel/btf/vmlinux: No such "
+            "file or directory; the kernel needs CONFIG_DEBUG_INFO_BTF=y)\n")
+    out = tmp_path / "out"
+    r = R.run(R.broken_copy(tmp_path, blind), out)
+    assert r.returncode == 0, r.stderr
+    lines = [x for x in (out / (NAME + ".txt")).read_text().splitlines() if "tcpevents" in x]
+    assert len(lines) == 1 and lines[0].startswith("tcpevents could not run here: cannot see "
+                                                   "TCP events: no kernel BTF"), lines
+
+
+def test_report_cross_check_disagrees(tmp_path):
+    """The cross-check can fail: tcpevents' record of the orderly server with its change to
+    CLOSE-WAIT taken out (as if missed) no longer has the CLOSE-WAIT sockwatch sampled."""
+    def drop(d):
+        p = d / "orderly-server-tcpevents.txt"
+        lines = p.read_text().splitlines(True)
+        keep = [x for x in lines if " new=CLOSE-WAIT " not in x]
+        assert len(keep) == len(lines) - 1
+        keep[-1] = keep[-1].replace(f" events={len(lines) - 2} ", f" events={len(lines) - 3} ")
+        p.write_text("".join(keep))
+    out = tmp_path / "out"
+    r = R.run(R.broken_copy(tmp_path, drop), out)
+    assert r.returncode == 0, r.stderr
+    text = (out / (NAME + ".txt")).read_text()
+    assert "DISAGREE: server: sockwatch sampled CLOSE-WAIT at " in text, text[:3000]
 
 
 def test_report_usage():

@@ -4,7 +4,10 @@ lost, linger0, shutdown): both peers' system calls, the packets the client's end
 saw, both sides' sockets as sockwatch sampled them (each side in its own namespace), both
 sides' counters, and what they show together: the FIN or the RST that close() sent, each
 state with its time, what the client's recv() returned after a RST (the bytes it had queued,
-or nothing when the reply was lost), which counter counted an abortive close.  Every number
+or nothing when the reply was lost), which counter counted an abortive close.  Where tcpevents
+ran beside sockwatch (raw/<part>[-server]-tcpevents.txt), each side's exact transitions too,
+merged into the state timeline and the ladder (a state shorter than a sample, the server's
+LAST-ACK, with its exact duration), and checked against sockwatch's samples.  Every number
 from raw/; a ladder .svg per part."""
 import os
 import sys
@@ -84,6 +87,148 @@ def watch(path, start_ns):
     if events[-1]["event"] != "gone" and "-server-" in os.path.basename(path):
         raise t.RawError(f"{path}: the last event is not `gone`: the server's socket never went")
     return events
+
+
+# ---- tcpevents: the exact transitions -----------------------------------------------------------
+
+def read_tcpevents(path):
+    """One side's tcpevents output (docs/tcpevents.md) → its event lines as Fields; the ready
+    line first, the end line last, none lost, and as many events as the end line counts."""
+    lines = t.read_lines(path)
+    if not lines or not lines[0].startswith("ready "):
+        raise t.RawError(f"{path}: no `ready` line first")
+    if not lines[-1].startswith("end "):
+        raise t.RawError(f"{path}: no `end` line: tcpevents was killed or its output cut")
+    end = t.Fields(path, t.kv(lines[-1]))
+    events = [t.Fields(path, t.kv(x)) for x in lines[1:-1]]
+    if end.int("events") != len(events):
+        raise t.RawError(f"{path}: events={end.int('events')} on the end line, "
+                         f"{len(events)} event lines")
+    if end.int("lost") != 0:
+        raise t.RawError(f"{path}: lost={end.int('lost')}: the ring buffer was full, "
+                         "transitions are missing")
+    for e in events:
+        e.int("t_ns")
+        e.str("event")
+    return events
+
+
+def exact(events, t0):
+    """The connection's state changes on one side, in the kernel's order: [{"t_ns", "t_ms",
+    "old", "new", "socket" (full, or timewait: tcp_time_wait() put a timewait socket in its
+    place), "lasted_ms" (until the side's next change; None for the last)}].  The listener's
+    own (its peer 0.0.0.0:0) are left out, and so is the close of the full socket a timewait
+    one replaced (tcpevents' `timewait` line says the replacement)."""
+    out, tw = [], None
+    for e in events:
+        if e["event"] not in ("state", "timewait") or e.str("peer").endswith(":0"):
+            continue
+        old, new = e.str("old"), e.str("new")
+        if e["event"] == "state" and tw is not None and old == tw and new == t.CLOSED:
+            tw = None
+            continue
+        if e["event"] == "timewait":
+            tw = old
+        out.append({"t_ns": e.int("t_ns"), "t_ms": round((e.int("t_ns") - t0) / 1e6, 3),
+                    "old": old, "new": new,
+                    "socket": "timewait" if e["event"] == "timewait" else "full"})
+    for a, b in zip(out, out[1:]):
+        a["lasted_ms"] = round((b["t_ns"] - a["t_ns"]) / 1e6, 3)
+    if out:
+        out[-1]["lasted_ms"] = None
+    return out
+
+
+def exact_sequence(ex):
+    """The states ex passed through, in order, as (state, traced): a timewait socket made in
+    FIN-WAIT-2 moves to TIME-WAIT when the peer's FIN comes with no tracepoint (docs/
+    tcpevents.md), so that TIME-WAIT follows it untraced."""
+    seq = []
+    for x in ex:
+        seq.append((x["new"], True))
+        if x["socket"] == "timewait" and x["new"] == "FIN-WAIT-2":
+            seq.append(("TIME-WAIT", False))
+    return seq
+
+
+def cross_check(sts, ex, side):
+    """Every state sockwatch sampled on a side (states(), gone left out) among tcpevents'
+    transitions, in the same order → (disagreements, the sampled states only an untraced move
+    explains)."""
+    seq, pos, prev, bad, untraced = exact_sequence(ex), 0, None, [], []
+    for s in sts:
+        st = "SYN-RECV" if s["state"] == "NEW-SYN-RECV" else s["state"]
+        if st == "gone" or (st == prev and pos > 0 and seq[pos - 1][0] == st):
+            continue
+        j = next((k for k in range(pos, len(seq)) if seq[k][0] == st), None)
+        if j is None:
+            after = f"after {seq[pos - 1][0]}" if pos > 0 else "at all"
+            bad.append(f"{side}: sockwatch sampled {t.shown_state(st)} at "
+                       f"{s['t_s'] * 1e3:.3f} ms; tcpevents has no change to it {after}")
+            continue
+        if not seq[j][1]:
+            untraced.append(f"{side} {t.shown_state(st)}")
+        pos, prev = j + 1, st
+    return bad, untraced
+
+
+def part_exact(rawdir, name, part):
+    """part["exact"]: both sides' exact transitions and the cross-check, or None where this
+    run has no tcpevents files."""
+    f = lambda s: os.path.join(rawdir, f"{name}-{s}")  # noqa: E731
+    if not t.exists(f("tcpevents.txt")) and not t.exists(f("server-tcpevents.txt")):
+        return None
+    out = {"client": exact(read_tcpevents(f("tcpevents.txt")), part["t0"]),
+           "server": exact(read_tcpevents(f("server-tcpevents.txt")), part["t0"])}
+    bad, untraced = [], []
+    for side, key in (("client", "states"), ("server", "server_states")):
+        b, u = cross_check(part[key], out[side], side)
+        bad += b
+        untraced += u
+    out["disagree"], out["untraced"] = bad, untraced
+    return out
+
+
+def tcpevents_status(rawdir):
+    """What the run says of tcpevents: ("ran", None), ("blind", its one line), ("absent", None)."""
+    blind = os.path.join(rawdir, "tcpevents-blind.txt")
+    ran = [p for p in PARTS if t.exists(os.path.join(rawdir, f"{p}-tcpevents.txt"))]
+    if t.exists(blind):
+        if ran:
+            raise t.RawError(f"{blind}: says tcpevents could not run, yet {ran[0]}-tcpevents.txt "
+                             "is there")
+        why = t.read_lines(blind)
+        if not why or not why[0].strip():
+            raise t.RawError(f"{blind}: empty (it holds the one line why)")
+        return "blind", why[0].strip()
+    if ran and len(ran) != len(PARTS):
+        miss = next(p for p in PARTS if p not in ran)
+        raise t.RawError(f"{os.path.join(rawdir, miss + '-tcpevents.txt')}: missing (the other "
+                         "parts have theirs)")
+    return ("ran" if ran else "absent"), None
+
+
+def tcpevents_line(status, why):
+    if status == "ran":
+        return ("tcpevents: each side's exact transitions too, from the kernel's tracepoints "
+                "(its namespace, the part's port; the same clock), marked `tcpevents`")
+    if status == "blind":
+        return (f"tcpevents could not run here: {why.removeprefix('tcpevents: ')} "
+                "(tcpevents-blind.txt): states from sockwatch's samples only")
+    return ("tcpevents: not run here (no tcpevents file in raw/): states from sockwatch's "
+            "samples only, a state shorter than a sample may be missing")
+
+
+def last_ack(ex):
+    """The server's LAST-ACK from its exact transitions: {"from_ms", "to_ms", "lasted_ms"},
+    or None."""
+    if ex is None:
+        return None
+    sv = ex["server"]
+    k = next((k for k, x in enumerate(sv) if x["new"] == "LAST-ACK"), None)
+    if k is None or k + 1 == len(sv):
+        return None
+    return {"from_ms": sv[k]["t_ms"], "to_ms": sv[k + 1]["t_ms"], "lasted_ms": sv[k]["lasted_ms"]}
 
 
 def read_ss(path):
@@ -205,6 +350,7 @@ def one_part(rawdir, name, wire):
             "counters": cc, "server_counters": sc}
     part["states"] = states(part["events"])
     part["server_states"] = states(part["server_events"])
+    part["exact"] = part_exact(rawdir, name, part)
     mine = (f"sport {part['port']}", f"dport {part['port']}")
     part["rules"] = [r for r in wire["client"]["rules"] + wire["server"]["rules"]
                      if any(m in r["rule"] for m in mine)]
@@ -255,6 +401,7 @@ def find_orderly(part):
             "close_wait_ms": ms(part, fin_s["t_ns"]) - ms(part, fin_c["t_ns"]),
             "last_ack_ms": ms(part, ack_c["t_ns"]) - ms(part, fin_s["t_ns"]),
             "last_ack_sampled": la is not None,
+            "last_ack_exact": last_ack(part["exact"]),
             "fin_wait_2_kind": None if fw2 is None else fw2["kind"],
             "fin_wait_2_timer": None if fw2 is None else fw2["timer"],
             "fin_wait_2_expires_ms": None if fw2 is None else fw2["expires_ms"],
@@ -349,6 +496,7 @@ def find_shutdown(part):
             "client_read_after_shutdown": cl_drain.int("bytes"),
             "client_eof_ret": cl_drain.int("ret", -1),
             "client_eof_ms": ms(part, cl_drain.int("t_ns")),
+            "last_ack_exact": last_ack(part["exact"]),
             "fin_wait_2_full_socket": fw2 is not None and fw2["kind"] == "full",
             "fin_wait_2_inode": None if fw2 is None else fw2["inode"],
             "time_wait_sampled": sampled(part["states"], "TIME-WAIT") is not None}
@@ -422,6 +570,40 @@ def state_lines(part, side):
     return f"  {side}: " + " -> ".join(words)
 
 
+def exact_lines(part):
+    """The exact transitions (tcpevents), each side's states with how long each lasted, and the
+    cross-check against sockwatch's samples; [] where tcpevents did not run."""
+    ex = part["exact"]
+    if ex is None:
+        return []
+    out = ["tcpevents (each side in its own namespace; every state change the kernel made):",
+           f"  {'t_ms':>9}  {'side':<6} {'from':<11} {'to':<11} {'lasted_ms':>9}  socket"]
+    rows = [(x, "client") for x in ex["client"]] + [(x, "server") for x in ex["server"]]
+    for x, side in sorted(rows, key=lambda r: r[0]["t_ns"]):
+        lasted = "-" if x["lasted_ms"] is None else f"{x['lasted_ms']:.3f}"
+        out.append(f"  {x['t_ms']:9.3f}  {side:<6} {t.shown_state(x['old']):<11} "
+                   f"{t.shown_state(x['new']):<11} {lasted:>9}  "
+                   + ("timewait socket, in the full socket's place" if x["socket"] == "timewait"
+                      else "full socket"))
+    out += ["", "states, exact (tcpevents; ms, and how long each lasted):"]
+    for side in ("client", "server"):
+        words = [f"{t.shown_state(x['new'])} {x['t_ms']:.3f}"
+                 + ("" if x["lasted_ms"] is None else f" ({x['lasted_ms']:.3f})")
+                 + (" (timewait socket)" if x["socket"] == "timewait" else "")
+                 for x in ex[side]]
+        out.append(f"  {side}: " + " -> ".join(words))
+    if ex["untraced"]:
+        out.append("  (" + ", ".join(ex["untraced"]) + ": the timewait socket's move to "
+                   "TIME-WAIT has no tracepoint; sockwatch's sample only)")
+    if ex["disagree"]:
+        out += ["DISAGREE: " + d for d in ex["disagree"]]
+    else:
+        n = sum(1 for key in ("states", "server_states") for s in part[key] if s["state"] != "gone")
+        out.append(f"  cross-check: the {n} states sockwatch sampled are all among tcpevents' "
+                   "transitions, in the same order")
+    return out + [""]
+
+
 def seg_notes(part):
     fd, notes = part["findings"], {}
     segs = part["segs"]
@@ -472,6 +654,12 @@ def finding_lines(part):
                f"{fd['close_wait_ms']:.3f} ms, LAST-ACK {fd['last_ack_ms']:.3f} ms"
                + ("" if fd["last_ack_sampled"] else
                   " (never sampled by sockwatch: the capture gives it)")]
+        if fd["last_ack_exact"] is not None:
+            x = fd["last_ack_exact"]
+            out.append(f"  tcpevents: the server was in LAST-ACK from {x['from_ms']:.3f} to "
+                       f"{x['to_ms']:.3f} ms, {x['lasted_ms']:.3f} ms exactly"
+                       + (" (sockwatch sampled it too)" if fd["last_ack_sampled"] else
+                          " (sockwatch never sampled it)"))
         if fd["fin_wait_2_kind"] == "timewait":
             out.append(f"  FIN-WAIT-2 first sampled {fd['fin_wait_2_sampled_after_ack_ms']:.3f} ms "
                        f"after the ACK (the capture's clock; "
@@ -550,6 +738,7 @@ def finding_lines(part):
                f"{fd['server_error'] or 'no error'}"]
         return out
     fc, fs = fd["fin_client"], fd["fin_server"]
+    x = fd["last_ack_exact"]
     return [f"  shutdown(SHUT_WR) (returned at {fd['shutdown_ms']:.3f} ms) sent FIN at "
             f"{fc['t_ms']:.3f} ms",
             f"  the server read {fd['server_read_before_eof']} B, then EOF (ret "
@@ -561,7 +750,9 @@ def finding_lines(part):
             "  the client's FIN-WAIT-2: " + (f"a full socket its process holds (inode "
                                              f"{fd['fin_wait_2_inode']})" if
                                              fd["fin_wait_2_full_socket"] else
-                                             "not a full socket")]
+                                             "not a full socket")] + \
+        ([] if x is None else [f"  tcpevents: the server was in LAST-ACK from {x['from_ms']:.3f} "
+                               f"to {x['to_ms']:.3f} ms, {x['lasted_ms']:.3f} ms exactly"])
 
 
 def counter_lines(part):
@@ -603,6 +794,7 @@ def part_lines(part):
     lines += ["sockwatch (each side in its own namespace, every 1 ms, states but LISTEN):"]
     lines += event_lines(part) + ["", "states, each from the first sample that showed it (ms):",
                                   state_lines(part, "client"), state_lines(part, "server"), ""]
+    lines += exact_lines(part)
     lines += ["what they show:"] + finding_lines(part) + [""]
     lines += ["counters (each side read in its own namespace):"] + counter_lines(part) + [""]
     lines += pkt.capture_notes(part["capture"], f"raw/{NAME}/{part['part']}-capture.txt")
@@ -617,6 +809,14 @@ def ladder_rows(part):
             [(e, "server") for e in part["server_events"]]:
         notes.append((e["t_ns"], f"{side} sockwatch: {e['event']} {t.shown_state(e['state'])} "
                       f"{e['timer']} rq={e['rq']}"))
+    for side in ("client", "server") if part["exact"] is not None else ():
+        for x in part["exact"][side]:
+            what = (f"timewait socket in {t.shown_state(x['new'])} replaces the full one"
+                    if x["socket"] == "timewait" else
+                    f"{t.shown_state(x['old'])} -> {t.shown_state(x['new'])}")
+            notes.append((x["t_ns"], f"{side} tcpevents: {what}"
+                          + ("" if x["lasted_ms"] is None or x["new"] == t.CLOSED else
+                             f" ({t.shown_state(x['new'])} {x['lasted_ms']:.3f} ms)")))
     return [{"sep": f"{part['part']}: {TITLES[part['part']]}"}] + \
         pkt.ladder_rows(part["segs"], part["t0"], notes, seg_notes(part))
 
@@ -642,6 +842,10 @@ def part_json(part):
             "server_events": [{k: v for k, v in e.items() if k != "t_ns"}
                               for e in part["server_events"]],
             "states": part["states"], "server_states": part["server_states"],
+            "tcpevents": None if part["exact"] is None else
+            {"client": [{k: v for k, v in x.items() if k != "t_ns"} for x in part["exact"]["client"]],
+             "server": [{k: v for k, v in x.items() if k != "t_ns"} for x in part["exact"]["server"]],
+             "untraced": part["exact"]["untraced"], "disagree": part["exact"]["disagree"]},
             "counters": part["counters"], "server_counters": part["server_counters"],
             "findings": part["findings"], "main": main_line(part),
             "capture": pkt.capture_json(part["capture"])}
@@ -654,13 +858,14 @@ def build(rawroot, outdir):
     for k in ("request", "read", "reply", "half"):
         prm.int(k, 1)
     wire = tw.read_wire(rawdir)
+    te_status, te_why = tcpevents_status(rawdir)
     parts = [one_part(rawdir, p, wire) for p in PARTS]
     ss = read_ss(os.path.join(rawdir, "orderly-ss.txt"))
     lines = [f"{NAME}: four ways to end a connection: FIN or RST, and what each side sees",
              t.header(kernel, t.collected_at(rawdir), tw.wire_where(rawdir, wire)), "",
              "times: peer's and sockwatch's are CLOCK_MONOTONIC; the capture's are libpcap's "
              "stamps put on that clock by one offset it measured at its start (clock_offset_ns "
-             "on its ready line)", "",
+             "on its ready line)", tcpevents_line(te_status, te_why), "",
              f"HZ={hz} (machine.txt); TCP_TIMEWAIT_LEN {TCP_TIMEWAIT_LEN_MS} ms "
              "(include/net/tcp.h); the sysctls each side read in its namespace:",
              f"  {'sysctl':<34} {'client':<22} server"]
@@ -687,7 +892,7 @@ def build(rawroot, outdir):
                "server_sysctls": {k: t.sysctl_value(v) for k, v in server.items()},
                "params": t.numbers(prm), "tcp_timewait_len_ms": TCP_TIMEWAIT_LEN_MS,
                "counters": un["counters"], "server_counters": un["server_counters"],
-               "ss_time_wait": ss,
+               "ss_time_wait": ss, "tcpevents": {"status": te_status, "why": te_why},
                "parts": {p["part"]: part_json(p) | {"ladder_svg": svgs[p["part"]],
                                                      "ladder": r}
                          for p, r in zip(parts, rows_all)}}

@@ -15,6 +15,10 @@
 #   linger0   the client sets SO_LINGER {1, 0} and closes: RST, no TIME-WAIT
 #   shutdown  the client shutdown(SHUT_WR)s: the server reads EOF and still sends; the client
 #             still receives
+# Beside each sockwatch, tcpevents (docs/tcpevents.md) on the same side and port: every state
+# change from the kernel's tracepoints, so a state shorter than a sample (the server's LAST-ACK)
+# is still seen.  Where it cannot run (not built; exit 4: no BTF, no privilege) the one line
+# why goes to tcpevents-blind.txt, and the parts run with sockwatch alone.
 . "$(dirname "$0")/../lib/collect.sh"
 tl_wire_init "$1"
 PORT_ORDERLY=21050 PORT_UNREAD=21051 PORT_LOST=21052 PORT_LINGER0=21053 PORT_SHUTDOWN=21054
@@ -34,10 +38,67 @@ SYSCTLS="ipv4/tcp_fin_timeout ipv4/tcp_max_tw_buckets ipv4/tcp_tw_reuse ipv4/tcp
 ipv4/tcp_orphan_retries ipv4/tcp_max_orphans ipv4/tcp_rfc1337 ipv4/tcp_challenge_ack_limit
 ipv4/tcp_invalid_ratelimit ipv4/tcp_rmem ipv4/tcp_wmem ipv4/tcp_purge_receive_queue"
 
-# start PART PORT SERVER_STEPS: the server (polled until ready), both counters, the capture,
-# both sockwatches (polled until ready); the watchers' pids in CW and SW
+TE_BLIND=""
+if [ ! -x "$TL_BIN/tcpevents" ]; then
+	TE_BLIND="tcpevents: not built here (make says why: it needs clang, bpftool, libbpf-dev, BTF)"
+	echo "$TE_BLIND" > "$RAW/tcpevents-blind.txt"
+fi
+
+# events_ready PID FILE: 0 once tcpevents printed its ready line; 1 if it exited 4 (it cannot
+# see here: its line kept in tcpevents-blind.txt, its files removed); any other end fails
+events_ready() {
+	"$TL_BIN/waitfor" -p "$1" -f "$2" -e '^ready ' -t 10000
+	case $? in
+	0) return 0 ;;
+	1) ;;
+	3) tl_die "no 'ready' from tcpevents ($2) after 10 s" ;;
+	*) tl_die "waitfor failed waiting for tcpevents' ready line in $2" ;;
+	esac
+	tl_reap "$1"
+	if [ "$TL_RC" -ne 4 ]; then
+		cat "$2.err" >&2 2>/dev/null
+		tl_die "tcpevents ($2) exited with status $TL_RC before its ready line"
+	fi
+	TE_BLIND=$(head -n 1 "$2.err")
+	[ -n "$TE_BLIND" ] || TE_BLIND="tcpevents: exit 4 without a reason"
+	echo "$TE_BLIND" > "$RAW/tcpevents-blind.txt"
+	tl_log "$TE_BLIND; sockwatch alone from here"
+	rm -f "$2" "$2.err"
+	return 1
+}
+
+# events PART PORT: both sides' tcpevents on the part's port, each in its side's namespace,
+# polled until ready; pids in SE and CE (empty where tcpevents cannot see)
+events() {
+	SE="" CE=""
+	[ -z "$TE_BLIND" ] || return 0
+	tl_bg "$RAW/$1-server-tcpevents.txt" "$TL_BIN/tcpevents" -n "/run/netns/$TL_NS_SERVER" \
+		-p "$2"
+	SE=$TL_LAST
+	events_ready "$SE" "$RAW/$1-server-tcpevents.txt" || { SE=""; return 0; }
+	tl_bg "$RAW/$1-tcpevents.txt" "$TL_BIN/tcpevents" -p "$2"
+	CE=$TL_LAST
+	events_ready "$CE" "$RAW/$1-tcpevents.txt" && return 0
+	CE=""
+	tl_stop "$SE"	# one side blind: neither is kept, so every part reads the same
+	SE=""
+	rm -f "$RAW/$1-server-tcpevents.txt" "$RAW/$1-server-tcpevents.txt.err"
+}
+
+# unevents PART: stop both tcpevents (the part's sockets are gone or in TIME-WAIT: every event
+# is in their ring, which they empty before their end line)
+unevents() {
+	[ -z "$CE" ] || tl_stop "$CE"
+	[ -z "$SE" ] || tl_stop "$SE"
+	CE="" SE=""
+}
+
+# start PART PORT SERVER_STEPS: both tcpevents (before any socket of the part), the server
+# (polled until ready), both counters, the capture, both sockwatches (polled until ready); the
+# watchers' pids in CW and SW
 start() {
 	_p=$1 _port=$2
+	events "$_p" "$_port"
 	tl_bg "$RAW/$_p-server.txt" nsenter --net="/run/netns/$TL_NS_SERVER" \
 		"$TL_BIN/peer" -r server -a "$TL_SERVER_ADDR" -p "$_port" -s "$3"
 	SERVER=$TL_LAST
@@ -72,7 +133,7 @@ watched() {
 }
 
 # finish PART: both peers done (exit 0), counters, the capture, the watchers (with -e: each saw
-# its socket go; without: stopped, the TIME-WAIT socket still there)
+# its socket go; without: stopped, the TIME-WAIT socket still there), then both tcpevents
 finish() {
 	tl_wait_exit "$CLIENT" 10
 	tl_wait_exit "$SERVER" 10
@@ -87,6 +148,7 @@ finish() {
 		tl_wait_exit "$SW" 5
 	fi
 	watched "$RAW/$1-server-sockwatch.txt"
+	unevents "$1"
 	tl_log "$1: client: $(grep -c '^step ' "$RAW/$1-client.txt") steps, server:" \
 		"$(grep -c '^step ' "$RAW/$1-server.txt") steps"
 }
