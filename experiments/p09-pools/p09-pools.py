@@ -222,12 +222,14 @@ def wheel_gran_ms(timeout_ms, hz):
     return next((g for top, g in WHEEL if j < top), WHEEL[-1][1]) * 1000 / hz
 
 
-def window(expected_ms, hz):
+def window(expected_ms, hz, first=False):
     """When a keepalive timer of expected_ms may fire: a jiffy early (armed mid-jiffy) to the
-    wheel's granularity, two jiffies and SLACK_MS late."""
+    wheel's granularity, two jiffies and SLACK_MS late.  The first probe: two jiffies more, as
+    the timer armed by SO_KEEPALIVE (before the last segment came) finds IDLE not yet passed
+    since it and re-arms itself for the rest (tcp_keepalive_timer())."""
     jiffy = 1000 / hz
-    return (round(expected_ms - jiffy, 3),
-            round(expected_ms + wheel_gran_ms(expected_ms, hz) + 2 * jiffy + SLACK_MS, 3))
+    late = wheel_gran_ms(expected_ms, hz) + (4 if first else 2) * jiffy + SLACK_MS
+    return round(expected_ms - jiffy, 3), round(expected_ms + late, 3)
 
 
 def keepalive(rawdir):
@@ -259,7 +261,7 @@ def keepalive(rawdir):
     prev = last_rx
     for k, m in enumerate(marks):
         exp = (idle_s if k == 0 else intvl_s) * 1000
-        lo, hi = window(exp, hz)
+        lo, hi = window(exp, hz, first=k == 0)
         gap = round((m - prev) / 1e6, 3)
         steps.append({"what": "reset" if k == len(probes) else f"probe {k + 1}",
                       "t_ms": pkt.ms(m, start), "after_last_rx_ms": round((m - last_rx) / 1e6, 3),
@@ -293,7 +295,8 @@ def ka_lines(k):
            f"{k['set']['intvl_s']} s, TCP_KEEPCNT {k['set']['cnt']} (read back); nft drops the "
            "flow at the server's input",
            f"schedule from the last segment the client received (HZ={k['hz']}; window: a jiffy "
-           f"early to the timer wheel's granularity + 2 jiffies + {SLACK_MS} ms late):",
+           f"early to the timer wheel's granularity + 2 jiffies (the first: 4) + {SLACK_MS} ms "
+           "late):",
            f"  {'what':<8} {'t_ms':>10} {'after rx':>10} {'expected':>9} {'gap':>9} "
            f"{'window':>17}"]
     for s in k["schedule"]:
