@@ -244,7 +244,8 @@ def part_json(r):
     ms = lambda ns: round((ns - r["start_ns"]) / 1e6, 3)  # noqa: E731
     ev = r["events"]
     return {"port": int(r["port"]), "rule": r["rule"], "dropped": r["dropped"],
-            "result": r["result"], "ss": r["ss"], "srtt_tcp_probe_us": r["srtt_tcp_probe_us"],
+            "result": "ok", "errno": None, "elapsed_s": r["result"]["elapsed_s"],
+            "first_us": r["result"]["first_us"], "ss": r["ss"], "srtt_tcp_probe_us": r["srtt_tcp_probe_us"],
             "tail_sends": [{"t_ms": ms(p["t_ns"]), "what": what_sent(k),
                             "dropped": k < r["dropped"]} for k, p in enumerate(r["sends"])],
             "armed_ms": ms(r["armed_ns"]), "checks": r["checks"],
@@ -287,7 +288,8 @@ def build(rawroot, outdir):
     lines += ["ladder (the client's end of the veth; t_ms from each part's write):"]
     lines += pkt.ladder_text(rows, client=tw.CLIENT_COL, server=tw.SERVER_COL)
     obj = {"experiment": NAME, "kernel": kernel, "collected_at": t.collected_at(rawdir),
-           "hz": hz, "params": dict(params), "knobs": t.read_knobs(rawdir),
+           "load_average": None, "result": "ok", "errno": None, "elapsed_s": None,
+           "counters": None, "hz": hz, "params": dict(params), "knobs": t.read_knobs(rawdir),
            "sysctls": t.sysctls_json(sysctls, SYSCTLS),
            "parts": {r["part"]: part_json(r) for r in runs}, "ladder": rows}
     tw.write_with_ladder(outdir, NAME, lines + [""], obj, rows)
