@@ -437,7 +437,8 @@ knob_record() {
 	for k in ${U_KNOBS[$1]:-}; do
 		[ -z "${K_GIVEN[$1:$k]:-}" ] || lines="$lines$k=${K_VALUE[$1:$k]}"$'\n'
 	done
-	[ -z "$lines" ] || printf '%s' "$lines" > "$2/knobs.txt"
+	[ -z "$lines" ] || printf '%s' "$lines" > "$2/knobs.txt" ||
+		log "$1: could not record its knobs in $2/knobs.txt (above)"
 }
 
 # unit_help UNIT: one unit's line of the table and its knobs, for ./run.sh UNIT --help.
@@ -600,9 +601,10 @@ start_unit() {
 		UNIT_NS[$unit]="$ns $srv"
 		if ! wire_create "$ns" "$srv" "$mtu" 2> "$TMPDIR_RUN/wire-$unit.err"; then
 			# reported as the unit's failure, with wire.sh's reason, like any other
-			mkdir -p "$TMPDIR_RUN/raw/$unit"
-			printf 'failed: cannot make the wire: %s\n' "$(head -n 1 "$TMPDIR_RUN/wire-$unit.err")" \
-				> "$TMPDIR_RUN/raw/$unit/status.txt"
+			{ mkdir -p "$TMPDIR_RUN/raw/$unit" &&
+				printf 'failed: cannot make the wire: %s\n' "$(head -n 1 "$TMPDIR_RUN/wire-$unit.err")" \
+					> "$TMPDIR_RUN/raw/$unit/status.txt"; } ||
+				log "$unit: could not write its status.txt (above)"
 			(exit 1) &
 			UNIT_PID[$unit]=$!
 			return 0
@@ -687,6 +689,7 @@ stop_unit() {
 wait_units() {
 	local left=("$@") still u
 	while [ ${#left[@]} -gt 0 ]; do
+		disk_check "${left[@]}"
 		still=()
 		for u in "${left[@]}"; do
 			if ! kill -0 "${UNIT_PID[$u]}" 2> /dev/null; then
@@ -709,17 +712,51 @@ wait_units() {
 	done
 }
 
+# ---- a full disk (issue 30, class 8; docs/reliability.md, "A full disk") ----------------------
+# The output directory's filesystem is checked while units run.  Once it is full the units still
+# running are stopped (what they write is lost), the units not started yet are not started, and
+# the reserve (experiments/lib/runstate.sh) is given back for the outputs; each failure's reason
+# and the run's last line say that the disk is full.  The reasons are kept in memory (WHY), so a
+# write that fails all the same loses a file, never the explanation.
+DISK_FULL=""
+declare -A UNIT_DISK_FULL=()
+
+# disk_full_words: the reason, as the outputs and the last line say it.
+disk_full_words() {
+	echo "${OUT#"$TOP"/} is full (No space left on device)"
+}
+
+# disk_check UNIT...: on a full disk (once), stop every unit of UNIT... still running, marked
+# UNIT_DISK_FULL, and give the reserve back.
+disk_check() {
+	local u running=()
+	[ -z "$DISK_FULL" ] && rs_disk_full || return 0
+	DISK_FULL=1
+	for u in "$@"; do	# one that ended already: finish_unit says how
+		! kill -0 "${UNIT_PID[$u]:-}" 2> /dev/null || running+=("$u")
+	done
+	log "$(disk_full_words): ${running[0]:+stopping ${running[*]}, and }giving back the $((RS_RESERVE_KB / 1024)) MiB kept for the outputs"
+	for u in "${running[@]}"; do
+		UNIT_DISK_FULL[$u]=1
+		stop_unit "$u"
+	done
+	rs_reserve_give
+}
+
 # unit_failed UNIT WHY: the unit counts as failed; its partial raw directory replaces the old one,
-# with status.txt saying why (docs/output-format.md).
+# with status.txt saying why (docs/output-format.md).  Each write is checked: on a full disk the
+# run goes on, and WHY still reaches the outputs and the last line.
 unit_failed() {
 	local unit=$1 why=$2
 	FAILED+=("$unit")
 	WHY[$unit]=$why
-	mkdir -p "$OUT/raw" "$TMPDIR_RUN/raw/$unit"
-	printf '%s\n' "$why" > "$TMPDIR_RUN/raw/$unit/status.txt"
-	rs_install_dir "$TMPDIR_RUN/raw/$unit" "$OUT/raw/$unit" ||
-		die $EXIT_FAIL "$unit: cannot put its raw directory in place"
-	log "$unit: $why; partial output in ${OUT#"$TOP"/}/raw/$unit/"
+	if mkdir -p "$OUT/raw" "$TMPDIR_RUN/raw/$unit" &&
+		printf '%s\n' "$why" > "$TMPDIR_RUN/raw/$unit/status.txt" &&
+		rs_install_dir "$TMPDIR_RUN/raw/$unit" "$OUT/raw/$unit"; then
+		log "$unit: $why; partial output in ${OUT#"$TOP"/}/raw/$unit/"
+	else
+		log "$unit: $why; its partial output could not be put in ${OUT#"$TOP"/}/raw/$unit/ (above)"
+	fi
 }
 
 # unit_skipped UNIT WHY: the unit could not run here (tl_skip: e.g. no sch_netem in this kernel);
@@ -738,7 +775,7 @@ unit_skipped() {
 # Reap one unit and everything it left; on success move its raw directory into place (the old
 # one replaced whole).
 finish_unit() {
-	local unit=$1 status=0 why ns
+	local unit=$1 status=0 why ns err full=""
 	wait "${UNIT_PID[$unit]}" || status=$?
 	signal_unit "$unit" KILL	# what it left running
 	unset "UNIT_PID[$unit]"
@@ -748,7 +785,11 @@ finish_unit() {
 	knob_record "$unit" "$TMPDIR_RUN/raw/$unit"
 	# stderr files that stayed empty, and the fifos of a unit that was stopped
 	find "$TMPDIR_RUN/raw/$unit" \( -name "*.err" -empty -o -type p \) -delete 2> /dev/null || true
-	if [ -n "${UNIT_TIMED_OUT[$unit]}" ]; then
+	# a unit that fails on a full disk (it could not write) says so
+	[ -z "$DISK_FULL" ] && ! rs_disk_full || full="; $(disk_full_words)"
+	if [ -n "${UNIT_DISK_FULL[$unit]:-}" ]; then
+		unit_failed "$unit" "failed: stopped after $((SECONDS - UNIT_T0[$unit])) s: $(disk_full_words)"
+	elif [ -n "${UNIT_TIMED_OUT[$unit]}" ]; then
 		unit_failed "$unit" "timed out after ${U_LIMIT[$unit]} s"
 	elif [ "$status" -eq "$UNIT_SKIPPED" ] &&
 		grep -q '^skipped: ' "$TMPDIR_RUN/raw/$unit/status.txt" 2> /dev/null; then
@@ -759,13 +800,14 @@ finish_unit() {
 		if [ -z "$why" ] && [ "$status" -gt 128 ]; then
 			why="killed by SIG$(kill -l "$((status - 128))" 2> /dev/null || echo "$((status - 128))")"
 		fi
-		unit_failed "$unit" "failed: ${why:-exit $status} (exit $status after $((SECONDS - UNIT_T0[$unit])) s)"
+		unit_failed "$unit" "failed: ${why:-exit $status} (exit $status after $((SECONDS - UNIT_T0[$unit])) s$full)"
 	elif [ -e "$TMPDIR_RUN/raw/$unit/status.txt" ]; then
 		unit_failed "$unit" "failed: exit 0 after writing status.txt: $(head -n 1 "$TMPDIR_RUN/raw/$unit/status.txt")"
+	elif ! err=$(rs_install_dir "$TMPDIR_RUN/raw/$unit" "$OUT/raw/$unit" 2>&1); then
+		# its raw directory stays where it is, and the unit fails with the reason
+		[ -z "$err" ] || printf '%s\n' "$err" >&2
+		unit_failed "$unit" "failed: its raw directory could not be put in place: ${err##*$'\n'}"
 	else
-		mkdir -p "$OUT/raw"
-		rs_install_dir "$TMPDIR_RUN/raw/$unit" "$OUT/raw/$unit" ||
-			die $EXIT_FAIL "$unit: cannot put its raw directory in place"
 		DONE_UNITS+=("$unit")
 		log "$unit: done in $((SECONDS - UNIT_T0[$unit])) s"
 	fi
@@ -779,6 +821,11 @@ run_host() {
 	for u in "${parallel[@]}"; do start_unit "$u"; done
 	wait_units "${parallel[@]}"
 	for u in "${alone[@]}"; do
+		disk_check
+		if [ -n "$DISK_FULL" ]; then
+			unit_failed "$u" "failed: not started: $(disk_full_words)"
+			continue
+		fi
 		start_unit "$u"
 		wait_units "$u"
 	done
@@ -786,7 +833,7 @@ run_host() {
 
 declare -A REPORT_UNIT=()	# a report that refused its raw data → the unit whose raw it read
 run_reports() {
-	local u r seen=" "
+	local u r seen=" " err
 	for u in "${DONE_UNITS[@]}" "${SKIPPED_RAW[@]}"; do
 		r=${U_REPORT[$u]}
 		[ "$r" != - ] || continue
@@ -796,15 +843,22 @@ run_reports() {
 		case " ${FAILED[*]} " in *" $r "*) continue ;; esac
 		# SIGINT ignored from the start: a Ctrl-C to the process group must not become a
 		# KeyboardInterrupt traceback while Python is still importing; this script's own
-		# trap stops the report (it writes through a temporary file and a rename).
-		if (trap '' INT && exec "$PY" "$EXP/$r/$r.py" "$OUT/raw" "$OUT") 2> "$TMPDIR_RUN/report-$r.err"; then
-			cat "$TMPDIR_RUN/report-$r.err" >&2
+		# trap stops the report (it writes through a temporary file and a rename).  Its stderr
+		# is kept in memory, not in a file on a disk that may be full; its stdout is run.sh's.
+		if { err=$( (trap '' INT && exec "$PY" "$EXP/$r/$r.py" "$OUT/raw" "$OUT") 2>&1 1>&3 3>&-); } 3>&1; then
+			[ -z "$err" ] || printf '%s\n' "$err" >&2
 			log "wrote ${OUT#"$TOP"/}/$r.txt and .json"
 		else
-			cat "$TMPDIR_RUN/report-$r.err" >&2
+			[ -z "$err" ] || printf '%s\n' "$err" >&2
 			log "report $r FAILED"
 			FAILED+=("report:$r")
-			WHY[report:$r]="failed: the report refused the raw data: $(tail -n 1 "$TMPDIR_RUN/report-$r.err" | cut -c1-300)"
+			err=${err##*$'\n'}
+			case $err in
+			*"No space left on device"*)	# the report refused nothing: it could not write
+				DISK_FULL=1
+				WHY[report:$r]="failed: the report could not write its outputs: ${err:0:300}" ;;
+			*) WHY[report:$r]="failed: the report refused the raw data: ${err:0:300}" ;;
+			esac
 			REPORT_UNIT[$r]=$u
 		fi
 	done
@@ -840,6 +894,8 @@ failed_outputs() {
 			[ -z "$said" ] || REPLACED+=("$name.txt/.json ($said)")
 		else
 			log "$f: could not write its failed outputs (above)"
+			NO_OUTPUTS+=("$f")
+			[ -z "$DISK_FULL" ] && ! rs_disk_full || DISK_FULL=1
 		fi
 	done
 	for u in "${DONE_UNITS[@]}"; do
@@ -1040,7 +1096,7 @@ main() {
 	[ ${#units[@]} -eq 0 ] || named=1
 	[ -z "$KTAP" ] || [ "$KERNEL" != all ] ||
 		die $EXIT_USAGE "--ktap with --kernel all: KTAP is one stream per kernel (use --ktap with one --kernel VER)"
-	FAILED=() DONE_UNITS=() SKIPPED=() SKIPPED_RAW=() REPLACED=()
+	FAILED=() DONE_UNITS=() SKIPPED=() SKIPPED_RAW=() REPLACED=() NO_OUTPUTS=()
 	if [ ${#units[@]} -eq 0 ]; then
 		select_units "$all" "$quick"
 		units=("${SELECTED[@]}")
@@ -1111,15 +1167,25 @@ main() {
 	local t0=$SECONDS
 	log "running ${units[*]}${KERNEL:+ in Debian kernel $KERNEL ($ACCEL)}"
 	if [ -n "$KERNEL" ]; then run_vm "${units[@]}"; else run_host "${units[@]}"; fi
+	# no unit writes any more: the reserve is the reports' and the failed outputs' room
+	rs_reserve_give
 	run_reports
 	failed_outputs
 	local failed="" skipped="" f
-	for f in "${FAILED[@]}"; do failed="$failed${failed:+; }$f: ${WHY[$f]}"; done
+	for f in "${FAILED[@]}"; do
+		failed="$failed${failed:+; }$f: ${WHY[$f]}"
+		case ${WHY[$f]} in *"No space left on device"*) DISK_FULL=1 ;; esac	# the last line says it
+	done
 	for f in "${SKIPPED[@]}"; do skipped="$skipped${skipped:+; }$f: ${WHY[$f]#skipped: }"; done
 	log "finished in $((SECONDS - t0)) s: ${#DONE_UNITS[@]} unit(s) ran, ${#FAILED[@]} failed${failed:+ ($failed)}${skipped:+, ${#SKIPPED[@]} skipped ($skipped)}; outputs in ${OUT#"$TOP"/}/"
 	[ -z "$KTAP" ] || ktap_results
-	# the failures' line goes to stderr only: under --ktap each already has its `not ok`
-	[ ${#FAILED[@]} -eq 0 ] || echo "$PROG: ${#FAILED[@]} unit(s) failed: ${FAILED[*]} (each has its .txt/.json saying 'failed: <reason>', and its partial raw/<unit>/)${REPLACED[0]:+; THESE REPLACED GOOD OUTPUTS: ${REPLACED[*]}}" >&2
+	# the failures' line goes to stderr only: under --ktap each already has its `not ok`; on a
+	# full disk it says so, and names the units whose failed outputs could not be written
+	local has="each has its .txt/.json saying 'failed: <reason>', and its partial raw/<unit>/"
+	[ ${#NO_OUTPUTS[@]} -eq 0 ] || has="NO .txt/.json COULD BE WRITTEN FOR ${NO_OUTPUTS[*]}"
+	[ ${#NO_OUTPUTS[@]} -eq 0 ] || [ ${#NO_OUTPUTS[@]} -eq ${#FAILED[@]} ] ||
+		has="$has; the others have theirs saying 'failed: <reason>'"
+	[ ${#FAILED[@]} -eq 0 ] || echo "$PROG: ${#FAILED[@]} unit(s) failed: ${FAILED[*]}${DISK_FULL:+: $(disk_full_words)} ($has)${REPLACED[0]:+; THESE REPLACED GOOD OUTPUTS: ${REPLACED[*]}}" >&2
 	[ ${#FAILED[@]} -eq 0 ] && [ "$KTAP_FAILS" -le 0 ] || exit $EXIT_FAIL
 	[ "$KTAP_FAILS" -ne -1 ] || exit $EXIT_SKIP
 }

@@ -20,7 +20,13 @@
 #   signal (INT TERM HUP QUIT) is ignored from the moment it starts, and a signal that slips in
 #   before that runs the whole cleanup itself, so a second signal cannot cut it short.
 #
-# Functions called from run.sh: rs_start, rs_switch_out, make_ns, rs_install_dir, rs_run_vm.
+# - A reserve: rs_start takes RS_RESERVE_KB of the output directory's filesystem (a file in
+#   TMPDIR_RUN), given back (rs_reserve_give) when the units have ended or the disk is found full
+#   (rs_disk_full), so the reports of the units that finished and the failed units' .txt/.json
+#   still have room on a disk that filled during the run (issue 30, class 8).
+#
+# Functions called from run.sh: rs_start, rs_switch_out, make_ns, rs_install_dir, rs_run_vm,
+# rs_disk_full, rs_reserve_give.
 # Error rule: a function that can fail prints one line on stderr and returns 1, except rs_start and
 # rs_switch_out, which exit through die() (run.sh's), as main() would.
 
@@ -28,6 +34,9 @@ RS_HOLD="" RS_STATE="" RS_RECORD="" RS_RUN_ID="" RS_ALLOW_FOREIGN="" RS_VM_PID="
 RS_HOLDERS=()	# pids of the lock holders, killed last
 NAMESPACES=()
 TMPDIR_RUN=""
+# The reserve: 4 MiB holds every report of a full run (1.6 MB in outputs/*/) and the failed
+# .txt/.json of a few units.  Below RS_FULL_KB free (for this user), the disk counts as full.
+RS_RESERVE_KB=4096 RS_FULL_KB=64 RS_RESERVE=""
 
 # The state directory: root's is /run/tcplab (tmpfs, root only, empty after a reboot); another
 # user's is a 0700 directory of their own, which must not be a symlink or someone else's.
@@ -295,6 +304,38 @@ rs_start() {
 	rs_reap_stale
 	TMPDIR_RUN=$(mktemp -d "$OUT/.tmp-XXXXXXXX") || die $EXIT_FAIL "cannot make a directory in $OUT"
 	printf 'tmp=%s\n' "$TMPDIR_RUN" >> "$RS_RECORD"
+	rs_reserve_take
+}
+
+# rs_reserve_take: the reserve, TMPDIR_RUN/reserve, RS_RESERVE_KB allocated (fallocate; written
+# out where a filesystem cannot allocate, with random bytes, which no compression shrinks), or
+# exit 1 with one line: a run on a disk without that room could not even say why it failed.
+rs_reserve_take() {
+	local f=$TMPDIR_RUN/reserve
+	if fallocate -l "$((RS_RESERVE_KB * 1024))" -- "$f" 2> /dev/null ||
+		{ rm -f -- "$f" && head -c "$((RS_RESERVE_KB * 1024))" /dev/urandom > "$f"; } 2> /dev/null; then
+		RS_RESERVE=$f
+		return 0
+	fi
+	rm -f -- "$f"
+	die $EXIT_FAIL "$OUT: no room for the $((RS_RESERVE_KB / 1024)) MiB a run keeps so that its reports and a failed unit's outputs can still be written if the disk fills (No space left on device; docs/reliability.md, \"A full disk\")"
+}
+
+# rs_reserve_give: the reserve back to the filesystem (again: nothing).
+rs_reserve_give() {
+	[ -n "$RS_RESERVE" ] || return 0
+	rm -f -- "$RS_RESERVE"
+	RS_RESERVE=""
+}
+
+# rs_disk_full: whether $OUT's filesystem has less than RS_FULL_KB free for this user (root may
+# use the blocks ext4 reserves for it, others may not).
+rs_disk_full() {
+	local st free avail bsize
+	st=$(stat -f -c '%f %a %S' -- "$OUT" 2> /dev/null) || return 1
+	read -r free avail bsize <<< "$st"
+	[ "$EUID" -eq 0 ] || free=$avail
+	[ $((free * bsize)) -lt $((RS_FULL_KB * 1024)) ]
 }
 
 # rs_switch_out DIR: from now on write to DIR (a --kernel run learns its release late): checked,
