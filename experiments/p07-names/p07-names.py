@@ -7,6 +7,7 @@ precedence table but "precedence ::ffff:0:0/96 100" (127.0.0.1 first, one attemp
 connect() with its errno and its time, the capture on lo, the counters, and getent ahosts's
 order beside resolve_connect's."""
 import os
+import re
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "report"))
@@ -20,6 +21,10 @@ PARTS = (("default", "no /etc/gai.conf: glibc's built-in precedence table (::1 5
 SHOW = ("TcpActiveOpens", "TcpAttemptFails", "TcpOutRsts", "TcpPassiveOpens", "TcpEstabResets",
         "TcpInSegs", "TcpOutSegs")
 FAMILIES = ("inet", "inet6")
+DNS_UNIT = "p07-dns-dead-first"
+DNS_SHOW = ("TcpActiveOpens", "TcpAttemptFails", "UdpOutDatagrams", "UdpInDatagrams",
+            "UdpNoPorts")
+_TCPDUMP = re.compile(r"([0-9]+\.[0-9]+) IP ([0-9.]+)\.([0-9]+) > ([0-9.]+)\.([0-9]+): (.*)\Z")
 
 
 def read_client(path):
@@ -162,6 +167,76 @@ def ladder(parts):
     return rows
 
 
+# ---- p07-dns-dead-first ----------------------------------------------------------------------
+
+def read_tcpdump(path):
+    """tcpdump -n -tt's lines of the DNS packets → [{"t_s", "src", "dst", "sport", "dport",
+    "what"}] in order."""
+    out = []
+    for i, line in enumerate(t.read_lines(path), 1):
+        m = _TCPDUMP.match(line)
+        if not m:
+            raise t.RawError(f"{path}: line {i}: not a tcpdump -n -tt IPv4 line")
+        out.append({"t_s": float(m.group(1)), "src": m.group(2), "sport": int(m.group(3)),
+                    "dst": m.group(4), "dport": int(m.group(5)), "what": m.group(6)})
+    return out
+
+
+def dns_part(rawdir):
+    prm = t.read_kv(os.path.join(rawdir, "params.txt"))
+    timeout_s, dead, live = prm.int("timeout_s", 1, 30), prm.str("dead"), prm.str("live")
+    name = prm.str("name")
+    res, answers, attempts, result = read_client(os.path.join(rawdir, "client.txt"))
+    pk = read_tcpdump(os.path.join(rawdir, "tcpdump-dns.txt"))
+    to_dead = [x for x in pk if x["dst"] == dead and x["dport"] == 53]
+    to_live = [x for x in pk if x["dst"] == live and x["dport"] == 53]
+    from_live = [x for x in pk if x["src"] == live and x["sport"] == 53]
+    if not to_dead or not to_live:
+        raise t.RawError(f"{rawdir}/tcpdump-dns.txt: no query to {dead} or none to {live}")
+    t0 = pk[0]["t_s"]
+    wait_ms = round((to_live[0]["t_s"] - to_dead[0]["t_s"]) * 1e3, 3)
+    c = t.read_counters_delta(os.path.join(rawdir, "counters-delta.txt"), need=DNS_SHOW)
+    cs = t.read_counters_delta(os.path.join(rawdir, "server-counters-delta.txt"))
+    return {"name": name, "resolv_conf": t.read_lines(os.path.join(rawdir, "resolv.conf.txt")),
+            "timeout_s": timeout_s, "attempts_opt": prm.int("attempts", 1, 5), "dead": dead,
+            "live": live, "resolve_us": res.float("us"),
+            "answers": answers, "attempts": attempts, "connected": result.str("result"),
+            "getent": read_getent(os.path.join(rawdir, "getent.txt")),
+            "packets": [dict(x, t_ms=round((x["t_s"] - t0) * 1e3, 3)) for x in pk],
+            "queries_to_dead": len(to_dead), "queries_to_live": len(to_live),
+            "answers_from_live": len(from_live), "dead_wait_ms": wait_ms,
+            "counters": c, "server_counters": cs}
+
+
+def dns_lines(d):
+    out = [f"== {DNS_UNIT}: the first nameserver dead, the second dnsmasq",
+           "the client's /etc/resolv.conf: " + " | ".join(d["resolv_conf"]),
+           f"{d['dead']}: an address of the server's veth whose DNS nft drops (no answer, no "
+           f"ICMP); {d['live']}: dnsmasq, which answers {d['name']}", "",
+           f"getaddrinfo(\"{d['name']}\") took {d['resolve_us'] / 1e3:.3f} ms and answered: " +
+           ", ".join(a["addr"] for a in d["answers"]),
+           f"getent ahosts {d['name']} (the cross-check): {', '.join(d['getent'])}", "",
+           "the DNS packets on the client's veth (tcpdump -n -tt -r of the capture; t_ms from the "
+           "first query):"]
+    for x in d["packets"]:
+        out.append(f"  {x['t_ms']:10.3f}  {x['src']}.{x['sport']} > {x['dst']}.{x['dport']}: "
+                   f"{x['what']}")
+    out += ["", f"queries to the dead server: {d['queries_to_dead']}, to the live one: "
+            f"{d['queries_to_live']}, answers from it: {d['answers_from_live']}",
+            f"the wait on the dead server: {d['dead_wait_ms']:.3f} ms from its first query to the "
+            f"first query to the next, against timeout:{d['timeout_s']} attempts:"
+            f"{d['attempts_opt']} ({d['timeout_s'] * 1000} ms)"]
+    for a in d["attempts"]:
+        res = "connected from " + a["local"] if a["ret"] == 0 else a["errno"]
+        out.append(f"then connect() to {a['addr']}: {res} after {a['us']:.1f} us")
+    out += ["", "counter deltas (client | server; . = not read there):"]
+    for k in DNS_SHOW:
+        srv = d["server_counters"]
+        out.append(f"  {k:<16} {t.fmt_delta(d['counters'].get(k)):>6}  "
+                   f"{t.fmt_delta(srv[k]) if k in srv else '.':>6}")
+    return out + [""]
+
+
 def build(rawroot, outdir):
     rawdir = t.unit_dir(rawroot, UNIT)
     kernel = t.kernel_release(rawdir)
@@ -184,11 +259,17 @@ def build(rawroot, outdir):
     rows = ladder(parts)
     lines += ["", "ladder (t_ms from each part's first connect(); the svg beside this file):"]
     lines += pkt.ladder_text(rows, "client", "127.0.0.1 / ::1", "client's calls")
+    dns = None
+    if os.path.isdir(os.path.join(rawroot, DNS_UNIT)):
+        dns = dns_part(t.unit_dir(rawroot, DNS_UNIT))
+        lines += [""] + dns_lines(dns)
     obj = {"experiment": NAME, "unit": UNIT, "kernel": kernel,
            "collected_at": t.collected_at(rawdir), "load_average": None,
            "hosts": [" ".join(h.split()) for h in hosts],
            "parts": {p["name"]: {k: v for k, v in p.items() if not k.startswith("_")}
                      for p in parts}}
+    if dns is not None:
+        obj["dns"] = dns
     made = {}
     try:
         obj["ladder_svg"], said = pkt.ladder_svg(outdir, f"{NAME}-ladder.svg", rows, "client",
