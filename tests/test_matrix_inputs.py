@@ -89,3 +89,34 @@ def test_a_full_stdout_names_standard_output(inputs, tmp_path):
         r = subprocess.run([PY, MATRIX, "--out", str(tmp_path / "m"), str(a), str(b)],
                            stdout=full, stderr=subprocess.PIPE, text=True, timeout=120)
     assert (r.returncode, r.stderr) == (1, "tcplab_matrix.py: standard output: No space left on device\n")
+
+
+def retag(d, report, kernel):
+    """d/report.json claims another kernel release."""
+    import json
+    path = os.path.join(d, report + ".json")
+    with open(path) as f:
+        j = json.load(f)
+    j["kernel"] = kernel
+    with open(path, "w") as f:
+        json.dump(j, f)
+
+
+@pytest.mark.parametrize("other, ok", [("6.1.0-57-cloud-amd64-v7", True),
+                                       ("6.1.0-58-cloud-amd64", False),
+                                       ("6.12.117+deb12-cloud-amd64", False)])
+def test_a_set_may_mix_build_tags_of_one_source_only(inputs, tmp_path, other, ok):
+    """The host's reference set holds reports made on machines whose builds differ only in
+    their -vN tag (6.18.44-fc-v1045, -v1272): one source, one column, the tag most reports ran
+    on, the other said.  Any other mix is two kernels in one directory, refused."""
+    a, b = inputs
+    names = sorted(n[:-5] for n in os.listdir(b) if n.endswith(".json"))
+    retag(b, names[0], other)
+    r = run("--out", tmp_path / "m", a, b)
+    if ok:
+        assert r.returncode == 0, r.stderr
+        with open(tmp_path / "m" / "matrix.txt") as f:
+            text = f.read()
+        assert f"; some reports on {other}, the same source" in text, text[:1500]
+    else:
+        assert r.returncode != 0 and "kernels in one directory" in r.stderr, r.stderr

@@ -91,6 +91,15 @@ def raw_status(path, unit):
         raise Trouble(f"{D.show(rawdir, 4096)}/status.txt: {e}") from e
 
 
+BUILD_TAG = re.compile(r"-v[0-9]+$")
+
+
+def source_release(kernel):
+    """A kernel release without its build tag: 6.18.44-fc-v1045 and 6.18.44-fc-v1272 are one
+    source built twice (the host's tag changes from machine to machine; docs/kernel-matrix.md)."""
+    return BUILD_TAG.sub("", kernel)
+
+
 class Column:
     """One output directory: its reports, its label and how it ran."""
 
@@ -112,26 +121,32 @@ class Column:
                 self.reports[name] = D.load(*found[name])
             except D.Trouble as e:
                 raise Trouble(str(e)) from e
-        kernels = sorted({r["kernel"] for r in self.reports.values()})
-        if len(kernels) != 1:
+        made = [r["kernel"] for r in self.reports.values()]
+        kernels = sorted(set(made))
+        if len({source_release(k) for k in kernels}) != 1:
             raise Trouble(f"{D.show(path, 4096)}: reports of {len(kernels)} kernels in one "
                           f"directory ({', '.join(D.show(k, 64) for k in kernels[:3])})")
-        self.kernel = kernels[0]
+        # one source built under several tags (the host's reference set, made on machines whose
+        # builds differ only in their -vN tag): the column is the tag most reports ran on
+        self.kernel = sorted(kernels, key=lambda k: (-made.count(k), k))[0]
+        self.other_builds = [k for k in kernels if k != self.kernel]
         self.vm = vm_info(path)
         self.accel = (self.vm or {}).get("accel") or None
         self.label = self.kernel
         self.skips = {}
 
     def where(self):
+        builds = "".join(f"; some reports on {D.show(k, 64)}, the same source"
+                         for k in self.other_builds)
         if not self.accel:
-            return "host"
+            return "host" + builds
         vm = self.vm
         bits = [f"QEMU {self.accel} guest"]
         if vm.get("memory_mb"):
             bits.append(f"{vm['memory_mb']} MB")
         if vm.get("smp"):
             bits.append(f"{vm['smp']} CPU")
-        return ", ".join(bits)
+        return ", ".join(bits) + builds
 
     def missing(self, report, units):
         """Why report's .json is not here: the words of a "not run" cell."""
