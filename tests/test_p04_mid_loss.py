@@ -1,0 +1,189 @@
+"""p04-mid-loss: one segment in the middle of a flight lost on the wire.  The same kernel facts
+are asserted on the committed reference (the report replayed on outputs/RELEASE/raw/, no root)
+and on a live run (./run.sh --out TMP p04-mid-loss, root and namespaces), each bound derived
+from what that run recorded (the knobs flight and drop, the MSS, tcp_reordering): with SACK the
+duplicate ACKs before the retransmission carry a block that starts at the hole's end and
+covers one more segment with each ACK, and the hole is sent again without an RTO (SACK
+recovery, fast retransmit); without SACK no SACK option at all, and the hole is sent again at
+the tcp_reordering-th duplicate ACK (NewReno); every retransmission seen alike by tcpevents,
+the capture and TcpRetransSegs.  Then the report's own SACK decoding on exact bytes, and bad
+input: the report on broken raw data, a bad knob (run.sh and the collect script)."""
+import importlib.util
+import os
+import subprocess
+
+import pytest
+
+from conftest import TOP
+from unit_replay import Report, missing, no_line, replace, write, PY, RUN
+
+NAME = "p04-mid-loss"
+R = Report(NAME)
+SCRIPT = os.path.join(TOP, "experiments", NAME, NAME + ".sh")
+
+
+def common(j, p):
+    """What both parts show: the hole is segment `drop`, nft dropped it once, it was sent
+    again once, after at least one duplicate ACK and without an RTO."""
+    prm = {k: int(v) for k, v in j["params"].items()}
+    mss, drop = prm["mss"], prm["drop"]
+    assert p["rule"]["packets"] == 1
+    assert p["hole"]["seq"] == 1 + (drop - 1) * mss and p["hole"]["end"] == 1 + drop * mss
+    assert p["flight_end"] == 1 + prm["flight"] * mss
+    assert p["dup_before_rtx"] >= 1
+    assert all(d["t_ms"] < p["rtx_ms"] for d in p["dup_acks"] if d["before_rtx"])
+    assert p["rtx_ms"] > p["hole"]["t_ms"]
+    c = p["counters"]
+    assert c["TcpRetransSegs"] == 1 and c["TcpExtTCPTimeouts"] == 0
+    assert c["TcpExtTCPFastRetrans"] == 1
+    # the receiver queued the segments after the hole out of order
+    assert p["server_counters"]["TcpExtTCPOFOQueue"] >= 1
+    x = p["crosscheck"]
+    assert x["capture"] == x["TcpRetransSegs"] == 1
+    if "blind" not in p["tcpevents"]:
+        assert x["tcpevents"] == 1 and p["tcpevents"]["lost"] == 0
+    assert "disagree" not in p
+    return prm
+
+
+def check_sack(j):
+    p = j["parts"]["sack"]
+    prm = common(j, p)
+    assert p["tcp_sack"] == [1, 1] and p["sackok"]
+    # each duplicate ACK's block starts at the hole's end and covers one segment more than the
+    # one before (the segments after the hole arrive in order); the first covers one
+    end, mss = p["hole"]["end"], prm["mss"]
+    assert len(p["dup_acks"]) == prm["flight"] - prm["drop"]
+    for k, d in enumerate(p["dup_acks"], 1):
+        assert d["sack"] == [[end, end + k * mss]], (k, d)
+    c = p["counters"]
+    assert c["TcpExtTCPSackRecovery"] == 1 and c["TcpExtTCPRenoRecovery"] == 0
+    assert c["TcpExtTCPSACKReorder"] == 0 and c["TcpExtTCPLossProbes"] == 0
+    assert "SACK recovery" in p["how"]["rule"]
+
+
+def check_nosack(j):
+    p = j["parts"]["nosack"]
+    prm = common(j, p)
+    assert p["tcp_sack"] == [0, 0] and not p["sackok"]
+    assert all(d["sack"] == [] for d in p["dup_acks"])
+    # NewReno: the hole is sent again at the tcp_reordering-th duplicate ACK
+    assert p["dup_before_rtx"] == int(j["sysctls"]["net.ipv4.tcp_reordering"])
+    c = p["counters"]
+    assert c["TcpExtTCPRenoRecovery"] == 1 and c["TcpExtTCPSackRecovery"] == 0
+
+
+check_all = R.checks(check_sack, check_nosack)
+
+
+# ---- the committed reference, replayed -----------------------------------------------------
+
+ref_out, test_reference_kernel_facts, test_reference_report_is_the_committed_one = \
+    R.reference_tests(check_all)
+
+
+def test_reference_no_sack_option_without_sack(ref_out):
+    """Without SACK neither side sends a SACK option: no sackok in the SYNs, no block."""
+    with open(os.path.join(R.ref, "raw", NAME, "nosack-capture.txt")) as f:
+        text = f.read()
+    assert "sack" not in text
+    with open(os.path.join(R.ref, "raw", NAME, "sack-capture.txt")) as f:
+        text = f.read()
+    assert text.count("sackok") == 2 and "sack:1" in text
+
+
+def test_reference_ladder(ref_out):
+    j = R.load(str(ref_out))
+    with open(os.path.join(ref_out, j["ladder_svg"])) as f:
+        svg = f.read()
+    assert "segment 5: dropped by nft" in svg and "SACK 7241-8689" in svg
+
+
+# ---- the SACK option, decoded by the report ----------------------------------------------------
+
+def _report_module():
+    spec = importlib.util.spec_from_file_location("p04_mid_loss", R.path)
+    m = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(m)
+    return m
+
+
+def test_sack_blocks_exact_bytes():
+    m = _report_module()
+    # nop, nop, timestamps (kind 8, length 10), nop, nop, SACK (kind 5, length 10) 7241:8689
+    opts = bytes([1, 1, 8, 10, 0, 0, 0, 1, 0, 0, 0, 2, 1, 1, 5, 10,
+                  0, 0, 0x1c, 0x49, 0, 0, 0x21, 0xf1])
+    assert m.sack_blocks(opts) == [(7241, 8689)]
+    two = bytes([1, 1, 5, 18]) + (100).to_bytes(4, "big") + (200).to_bytes(4, "big") + \
+        (0xfffffff0).to_bytes(4, "big") + (16).to_bytes(4, "big")
+    assert m.sack_blocks(two) == [(100, 200), (0xfffffff0, 16)]
+    assert m.sack_blocks(bytes([1, 1, 8, 10] + [0] * 8)) == []
+    assert m.sack_blocks(bytes([0, 5, 10])) == []          # after EOL nothing is read
+    for bad in (bytes([5, 9] + [0] * 7), bytes([5, 10, 0, 0]), bytes([5]), bytes([8, 1])):
+        with pytest.raises(ValueError):
+            m.sack_blocks(bad)
+
+
+# ---- the report on bad raw input ------------------------------------------------------------
+
+test_report_refuses_bad_raw = R.refusal_test([
+    missing("sack-capture.pcap"),
+    missing("nosack-nft-server.txt"),
+    no_line("end", "sack-capture.txt"),
+    no_line("end", "nosack-tcpevents.txt"),
+    (write("sack-capture.pcap", "not a pcap file at all, just text\n"), "not a pcap file"),
+    (write("sack-tcpevents-blind.txt", "a\nb\n"), "want one line"),
+    (replace("sack-nft-server.txt", "counter packets 1 ", "counter packets 2 "),
+     "the rule dropped 2"),
+    (write("params.txt", "flight=x drop=5\n"), "not a number"),
+    (replace("sack-capture.txt", "opts=nop,nop,ts,nop,nop,sack:1 ",
+             "opts=nop,nop,ts,nop,nop,sack:2 "), "the capture's line says sack:2"),
+])
+
+
+def test_report_without_tcpevents_says_why(tmp_path):
+    """tcpevents could not run: the report still works and says why in one line."""
+    def edit(d):
+        (d / "sack-tcpevents.txt").unlink()
+        (d / "sack-tcpevents-blind.txt").write_text(
+            "tcpevents: cannot see TCP events: loading BPF needs CAP_BPF and CAP_PERFMON "
+            "(or root): Operation not permitted\n")
+    out = tmp_path / "out"
+    out.mkdir()
+    r = R.run(R.broken_copy(tmp_path, edit), out)
+    assert r.returncode == 0, r.stderr
+    with open(out / f"{NAME}.txt") as f:
+        text = f.read()
+    assert text.count("tcpevents could not run: tcpevents: cannot see TCP events") == 1
+    assert "retransmissions tcpevents -," in text
+
+
+def test_report_usage():
+    r = subprocess.run([PY, R.path], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1
+
+
+@pytest.mark.parametrize("env", [{"TL_KNOB_FLIGHT": "3"}, {"TL_KNOB_FLIGHT": "11"},
+                                 {"TL_KNOB_FLIGHT": "x"}, {"TL_KNOB_DROP": "0"},
+                                 {"TL_KNOB_DROP": "8"}, {"TL_KNOB_DROP": "05"},
+                                 {"TL_KNOB_FLIGHT": "6", "TL_KNOB_DROP": "4"}])
+def test_collect_script_refuses_a_bad_knob(tmp_path, env):
+    """Run without run.sh: one line, exit 2, nothing made (drop beyond flight-3 too)."""
+    r = subprocess.run(["sh", SCRIPT, str(tmp_path / "raw")], capture_output=True, text=True,
+                       timeout=30, env=dict(os.environ, **env))
+    assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+    assert "knob " in r.stderr
+    assert not os.path.exists(tmp_path / "raw")
+
+
+@pytest.mark.parametrize("setting", ["drop=0", "drop=9", "flight=3", "flight=big"])
+def test_run_sh_refuses_a_bad_knob(tmp_path, setting):
+    r = subprocess.run([RUN, "--out", str(tmp_path / "out"), "--set", setting, NAME],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+    assert not os.path.exists(tmp_path / "out")
+
+
+# ---- a live run ------------------------------------------------------------------------------
+
+test_live_run_kernel_facts = R.live_test(check_all, timeout=30)
