@@ -112,6 +112,10 @@ $(BUILD)/bin/machine: PROBE_LIBS := $(ZLIB_STATIC)
 PCAP_LIBS := $(shell pkg-config --libs libpcap 2>/dev/null || echo -lpcap)
 $(BUILD)/bin/capture: PROBE_LIBS := $(PCAP_LIBS)
 
+# tls_peer links Debian's shared OpenSSL (libssl-dev), the p08-tls units' TLS stack.
+SSL_LIBS := $(shell pkg-config --libs openssl 2>/dev/null || echo -lssl -lcrypto)
+$(BUILD)/bin/tls_peer: LDLIBS += $(SSL_LIBS)
+
 # tcpevents: vmlinux.h from this kernel's BTF, the BPF object (clang -target bpf, never CFLAGS:
 # no sanitizer or host flag reaches it), its skeleton (bpftool gen skeleton, the object embedded),
 # and the loader linked with Debian's shared libbpf (ldd names it for the guest's initramfs).
@@ -175,7 +179,7 @@ $(BENCH_PROGS): $(BUILD)/bench/%: $(BUILD)/tests/bench/%.o $(BUILD)/libtcplabnl.
 bench: all $(BENCH_PROGS)
 	TCPLAB_BUILD=$(BUILD) $(PYTHON) tests/bench/bench.py $(BENCH_ARGS)
 
-DEB_PACKAGES := gcc make clang tmux libmnl-dev zlib1g-dev pkg-config python3 python3-pytest python3-pytest-xdist strace iproute2 gnuplot-nox libpcap-dev nftables tcpdump mscgen perl python3-yaml lava-common groff-base man-db bpftool libbpf-dev
+DEB_PACKAGES := gcc make clang tmux libmnl-dev zlib1g-dev pkg-config python3 python3-pytest python3-pytest-xdist strace iproute2 gnuplot-nox libpcap-dev nftables tcpdump mscgen perl python3-yaml lava-common groff-base man-db bpftool libbpf-dev libssl-dev
 # $(call apt_install,TARGET,PACKAGES,APT_OPTIONS): install the Debian packages that are missing.
 define apt_install
 	@missing=""; for p in $(2); do \
