@@ -16,6 +16,7 @@ from unit_replay import Report, missing, replace, PY
 
 NAME = "p07-names"
 UNIT = "p07-localhost"
+DNS_UNIT = "p07-dns-dead-first"
 R = Report(NAME)
 R.name = NAME
 
@@ -52,11 +53,30 @@ def check_gaiconf(j):
     assert (c["TcpActiveOpens"], c["TcpAttemptFails"], c["TcpOutRsts"]) == (1, 0, 0)
 
 
-def check_all(out):
+def check_dns(j):
+    """p07-dns-dead-first: the dead nameserver's queries unanswered, the wait before the next
+    server is resolv.conf's timeout (glibc's send_dg(): retrans << ns, ns 0 for the first server,
+    1 s = timeout:1), then dnsmasq's answer, and the client connects to it."""
+    d = j["dns"]
+    budget_ms = d["timeout_s"] * 1000
+    assert d["attempts_opt"] == 1
+    assert [a["addr"] for a in d["answers"]] == [d["live"]] and d["getent"] == [d["live"]]
+    assert d["queries_to_dead"] >= 1 and d["queries_to_live"] >= 1 and d["answers_from_live"] >= 1
+    assert not any(x["src"] == d["dead"] for x in d["packets"])      # the dead one never answers
+    # the wait: the timeout, plus the poll()'s wake-up and a scheduling slack (2 cores, shared)
+    assert budget_ms <= d["dead_wait_ms"] <= budget_ms + 250, d["dead_wait_ms"]
+    assert d["resolve_us"] / 1000 >= d["dead_wait_ms"]
+    assert [(a["addr"], a["ret"]) for a in d["attempts"]] == [(d["live"], 0)]
+    assert d["counters"]["TcpActiveOpens"] == 1 and d["counters"]["TcpAttemptFails"] == 0
+
+
+def check_all(out, dns=True):
     j = R.load(out)
     check_default(j)
     check_gaiconf(j)
     assert j["unit"] == UNIT
+    if dns:
+        check_dns(j)
     return j
 
 
@@ -156,12 +176,14 @@ def test_bad_options_are_one_line(bindir, argv, word):
 
 @pytest.mark.netns
 def test_live_run(tmp_path, bindir):
-    """./run.sh p07-localhost (about 2 s): the same facts, and nothing left in /etc/netns."""
+    """./run.sh p07-localhost p07-dns-dead-first (about 4 s): the same facts, nothing left in
+    /etc/netns, and no dnsmasq left running in the run's namespaces (they are gone)."""
     before = sorted(os.listdir("/etc/netns")) if os.path.isdir("/etc/netns") else []
-    r = subprocess.run([os.path.join(TOP, "run.sh"), "--out", str(tmp_path), UNIT],
+    r = subprocess.run([os.path.join(TOP, "run.sh"), "--out", str(tmp_path), UNIT, DNS_UNIT],
                        capture_output=True, text=True, timeout=30)
     assert r.returncode == 0, r.stderr[-3000:]
     check_all(str(tmp_path))
     after = sorted(os.listdir("/etc/netns")) if os.path.isdir("/etc/netns") else []
-    assert [n for n in after if n.endswith("-" + UNIT)] == [] and \
-        [n for n in after if n not in before] == []
+    assert [n for n in after if n not in before] == []
+    with open(os.path.join(str(tmp_path), "raw", DNS_UNIT, "dnsmasq.txt")) as f:
+        assert "exiting on receipt of SIGTERM" in f.read()
