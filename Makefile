@@ -179,7 +179,7 @@ $(BENCH_PROGS): $(BUILD)/bench/%: $(BUILD)/tests/bench/%.o $(BUILD)/libtcplabnl.
 bench: all $(BENCH_PROGS)
 	TCPLAB_BUILD=$(BUILD) $(PYTHON) tests/bench/bench.py $(BENCH_ARGS)
 
-DEB_PACKAGES := gcc make clang tmux libmnl-dev zlib1g-dev pkg-config python3 python3-pytest python3-pytest-xdist strace iproute2 gnuplot-nox libpcap-dev nftables tcpdump mscgen perl python3-yaml lava-common groff-base man-db bpftool libbpf-dev libssl-dev
+DEB_PACKAGES := gcc make clang tmux libmnl-dev zlib1g-dev pkg-config python3 python3-pytest python3-pytest-xdist strace iproute2 gnuplot-nox libpcap-dev nftables tcpdump mscgen perl python3-yaml lava-common groff-base man-db bpftool libbpf-dev libssl-dev dnsmasq-base
 # $(call apt_install,TARGET,PACKAGES,APT_OPTIONS): install the Debian packages that are missing.
 define apt_install
 	@missing=""; for p in $(2); do \
