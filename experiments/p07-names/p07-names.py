@@ -263,8 +263,12 @@ def build(rawroot, outdir):
     if os.path.isdir(os.path.join(rawroot, DNS_UNIT)):
         dns = dns_part(t.unit_dir(rawroot, DNS_UNIT))
         lines += [""] + dns_lines(dns)
+    # the top-level keys every report has describe the first part, default (docs/output-format.md)
     obj = {"experiment": NAME, "unit": UNIT, "kernel": kernel,
            "collected_at": t.collected_at(rawdir), "load_average": None,
+           "counters": d["counters"], "result": "ok" if d["connected"] else "failed",
+           "errno": None, "elapsed_s": None if d["to_connected_us"] is None else
+           round(d["to_connected_us"] / 1e6, 7),
            "hosts": [" ".join(h.split()) for h in hosts],
            "parts": {p["name"]: {k: v for k, v in p.items() if not k.startswith("_")}
                      for p in parts}}
