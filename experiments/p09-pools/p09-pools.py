@@ -292,8 +292,8 @@ def keepalive(rawdir):
 
 def ka_lines(k):
     out = [f"== keepalive: SO_KEEPALIVE, TCP_KEEPIDLE {k['set']['idle_s']} s, TCP_KEEPINTVL "
-           f"{k['set']['intvl_s']} s, TCP_KEEPCNT {k['set']['cnt']} (read back); nft drops the "
-           "flow at the server's input",
+           f"{k['set']['intvl_s']} s, TCP_KEEPCNT {k['set']['cnt']} (read back); then nft on the "
+           "server's input drops the idle flow (nft-server.txt)",
            f"schedule from the last segment the client received (HZ={k['hz']}; window: a jiffy "
            f"early to the timer wheel's granularity + 2 jiffies (the first: 4) + {SLACK_MS} ms "
            "late):",
