@@ -144,8 +144,10 @@ reported "skipped", with its reason, and does not fail the run. A unit still
 running at its limit_s is stopped and reported "timed out"; a failed or timed-out unit keeps its
 partial raw/<unit>/ with a status.txt saying why, and its .txt/.json say "failed: <reason>"
 (docs/output-format.md); the last line names the failed units.
-Not root: each unit runs in an unprivileged user+network namespace (unshare -rn) instead; a
-unit that needs root (root=yes, a wire, netns 2) is skipped when a set chose it, refused when named.
+Not root: the run goes on as root of an unprivileged user namespace of its own (unshare -Urnmp,
+a private /run/netns), where the wire units have their namespaces and veth pair too; the outputs
+are the user's, and nothing outlives the run, even a SIGKILL.  A unit that needs real root
+(root=yes, with its reason) is skipped when a set chose it, refused when named.
 Exit status: 0 all units ran and reported, 1 a unit failed, 2 bad usage, 4 skipped (neither
 root nor unprivileged user namespaces; with --ktap also: every unit skipped, as kselftest's KSFT_SKIP).
 USAGE
@@ -240,6 +242,7 @@ UNITS_FILE=$EXP/units
 UNIT_NAMES=()
 declare -A U_REPORT=() U_SET=() U_QUICK=() U_ALONE=() U_EXPECT=() U_LIMIT=() U_ROOT=() U_NETNS=() U_QEMU=()
 declare -A U_QEMU_WHY=()	# qemu=no units: why not in a guest ("# qemu no: UNIT: why" lines)
+declare -A U_ROOT_WHY=()	# root=yes units: why a user namespace will not do ("# root yes: UNIT: why")
 declare -A U_MTU=()	# wire units: the veth pair's MTU (netns "wire" is 1500, "wire:N" is N)
 declare -A U_MTU_MIN=() U_MTU_WHY=()	# "# mtu min: UNIT: N: why": the least MTU UNIT runs at
 # "# knob: UNIT: NAME: DEFAULT: RANGE: [env VAR: ]MEANING": a parameter of UNIT that --set
@@ -266,6 +269,11 @@ load_units() {
 		# "# qemu no: UNIT: why": the reason a qemu=no unit gives for not running in a guest
 		if [[ $line =~ ^#\ qemu\ no:\ ([a-z0-9][a-z0-9-]*):\ (.+)$ ]]; then
 			U_QEMU_WHY[${BASH_REMATCH[1]}]=${BASH_REMATCH[2]}
+			continue
+		fi
+		# "# root yes: UNIT: why": why a root=yes unit cannot run as root of a user namespace
+		if [[ $line =~ ^#\ root\ yes:\ ([a-z0-9][a-z0-9-]*):\ (.+)$ ]]; then
+			U_ROOT_WHY[${BASH_REMATCH[1]}]=${BASH_REMATCH[2]}
 			continue
 		fi
 		# "# mtu min: UNIT: N: why": UNIT refuses a wire MTU below N, for the reason given
@@ -470,6 +478,11 @@ qemu_no() {
 	echo "qemu=no in experiments/units${U_QEMU_WHY[$1]:+: ${U_QEMU_WHY[$1]}}"
 }
 
+# root_yes UNIT: the words saying why UNIT is not run without root.
+root_yes() {
+	echo "root=yes in experiments/units${U_ROOT_WHY[$1]:+: ${U_ROOT_WHY[$1]}}"
+}
+
 # --list: the table, one aligned line per unit under a header.
 list_units() {
 	local u k knobs f="%-22s %-22s %-8s %-6s %-5s %8s %8s  %-4s %5s  %s\n"
@@ -532,7 +545,8 @@ ensure_built() {
 	command -v tmux > /dev/null || missing+=(tmux)
 	[ -x "$PY" ] || missing+=(python3)
 	if [ ${#missing[@]} -gt 0 ]; then
-		[ "$(id -u)" -eq 0 ] || die $EXIT_FAIL "missing ${missing[*]}: run 'make deps' as root"
+		[ "$(id -u)" -eq 0 ] && [ -z "${TCPLAB_USERNS:-}" ] ||
+			die $EXIT_FAIL "missing ${missing[*]}: run 'make deps' as root"
 		log "installing missing packages: ${missing[*]}"
 		command -v make > /dev/null || {
 			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq make
@@ -576,16 +590,6 @@ start_unit() {
 	UNIT_STARTED[$unit]=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 	UNIT_NS[$unit]=""
 	UNIT_TIMED_OUT[$unit]=""
-	if [ "$NS_MODE" = userns ]; then
-		# not root: a user+network namespace of its own, gone with its last process
-		unit_log_start "$unit"
-		unshare -rn sh -c '"$0" link set lo up && exec "$@"' "$IP" \
-			setsid env TL_BIN="$TL_BIN" ${TL_QUICK:+TL_QUICK=1} "${knobs[@]}" \
-			sh "$(collect_script "$unit" "${U_REPORT[$unit]}")" "$TMPDIR_RUN/raw/$unit" 2> "$TMPDIR_RUN/log/$unit.fifo" &
-		UNIT_PID[$unit]=$!
-		log "$unit: started in an unprivileged user+network namespace (unshare -rn)"
-		return 0
-	fi
 	ns=${ns:0:60}
 	make_ns "$ns"
 	UNIT_NS[$unit]=$ns
@@ -987,6 +991,54 @@ run_vm() {
 	done
 }
 
+# ---- without root (docs/design.md, "Without root") ----------------------------------------------
+# userns_run ARG...: run.sh again with the same arguments as root of a user namespace of its own
+# (the user's uid mapped to 0), where the normal root path runs: network namespaces made with
+# `ip netns add`, veth pairs, nft, tc, sysctls, captures.  Exits with its status; never returns.
+#   -n -m  a network and a private mount namespace: USERNS_SETUP mounts a tmpfs on /run/netns,
+#          seen by this run alone, so `ip netns` works; where there is no /run/netns, on /run
+#          itself (then hidden in the run: its state directory goes in /tmp, as the sandbox's)
+#   -p -f --mount-proc  the run is PID 1 of a PID namespace: when it dies, by SIGKILL too, the
+#          kernel kills every process in it, and the namespaces go with the last one
+#   --kill-child, setpriv --pdeathsig KILL  the same when this process dies
+# unshare blocks INT and TERM while it waits for its child, so this process passes INT, TERM,
+# HUP and QUIT on to the run (unshare's child, read from /proc).  The run keeps its records in
+# this user's state directory (TCPLAB_STATE), not root's /run/tcplab; TCPLAB_USERNS tells it
+# that it is not real root.
+# shellcheck disable=SC2016 # expanded by the inner sh
+USERNS_SETUP='mount -t tmpfs -o mode=0755 tcplab "$1" && mkdir -p /run/netns && shift && exec "$@"'
+USERNS_PID=""
+userns_run() {
+	local sig st=0 mnt=/run/netns state unshare=(unshare -Urnmpf --kill-child --mount-proc --propagation private)
+	if [ -d /run/netns ]; then
+		state=$(rs_state_dir) || exit $EXIT_FAIL
+	else
+		mnt=/run state=$(XDG_RUNTIME_DIR=/tmp rs_state_dir) || exit $EXIT_FAIL
+	fi
+	"${unshare[@]}" sh -c "$USERNS_SETUP" sh "$mnt" true 2> /dev/null ||
+		die $EXIT_SKIP "needs root, or unprivileged user namespaces (unshare -Urnmp) for network namespaces (see kernel.unprivileged_userns_clone, or on Ubuntu kernel.apparmor_restrict_unprivileged_userns=0)"
+	# env --default-signal: bash starts a background command with INT and QUIT ignored, and a
+	# shell started so can never trap them
+	TCPLAB_USERNS=1 TCPLAB_STATE=$state PATH=$PATH:/usr/sbin:/sbin env --default-signal=INT,QUIT \
+		setpriv --pdeathsig KILL "${unshare[@]}" sh -c "$USERNS_SETUP" sh "$mnt" "$TOP/run.sh" "$@" >&"${KTAP_FD:-1}" &
+	USERNS_PID=$!
+	for sig in INT TERM HUP QUIT; do
+		# shellcheck disable=SC2064 # the signal's name, fixed here
+		trap "userns_pass $sig" "$sig"
+	done
+	while kill -0 "$USERNS_PID" 2> /dev/null; do wait "$USERNS_PID" || :; done
+	wait "$USERNS_PID" || st=$?
+	exit "$st"
+}
+
+# userns_pass SIG: SIG to the run in its user namespace (unshare's child).
+userns_pass() {
+	local child=""
+	# the file has no newline at its end: read's status is 1 even when it read the pid
+	read -r child _ < "/proc/$USERNS_PID/task/$USERNS_PID/children" 2> /dev/null || :
+	[ -z "$child" ] || kill "-$1" "$child" 2> /dev/null || :
+}
+
 # Whether $1 names a Debian cloud kernel series that can exist: Debian's cloud-amd64 flavour
 # starts with 4.19 (buster), no Linux major has had more than 21 minors (4.0 .. 4.20), and a
 # major above 9 is decades away.  Checked before apt is touched (vm.sh runs apt-get update).
@@ -999,7 +1051,7 @@ kernel_series_ok() {
 }
 
 main() {
-	local quick="" all="" units=() u
+	local quick="" all="" units=() u args=("$@")
 	KERNEL="" ACCEL=tcg OUT="" OUT_SET="" MTU_OPT=""
 	if [ "${1:-}" = diff ]; then
 		shift
@@ -1142,23 +1194,27 @@ main() {
 	[ -n "$quick" ] && export TL_QUICK=1
 	NS_MODE=netns
 	if [ "$(id -u)" -ne 0 ] && [ -z "$KERNEL" ]; then
-		IP=$(PATH=$PATH:/usr/sbin:/sbin command -v ip) && unshare -rn true 2> /dev/null ||
-			die $EXIT_SKIP "needs root, or unprivileged user namespaces (unshare -rn) for network namespaces"
-		NS_MODE=userns
+		# not root: this same run again, as root of a user namespace of its own (userns_run)
+		userns_run "${args[@]}"
+	fi
+	if [ -n "${TCPLAB_USERNS:-}" ] && [ -z "$KERNEL" ]; then
+		# a unit that needs real root (root=yes): skipped when a set chose it, refused when named
 		local can=()
 		for u in "${units[@]}"; do
-			if [ "${U_ROOT[$u]}" = no ] && [ "${U_NETNS[$u]}" = 1 ]; then
+			if [ "${U_ROOT[$u]}" = no ]; then
 				can+=("$u")
 			elif [ -n "$named" ]; then
-				die $EXIT_SKIP "$u needs root (root=yes, or netns ${U_NETNS[$u]} in experiments/units)"
+				die $EXIT_SKIP "$u needs root ($(root_yes "$u"))"
 			else	# chosen by a set: the others still run, this one is said skipped
 				SKIPPED+=("$u")
-				WHY[$u]="skipped: needs root (root=yes, or netns ${U_NETNS[$u]} in experiments/units)"
-				log "$u: skipped: not root, and it needs root (root=yes, or netns ${U_NETNS[$u]})"
+				WHY[$u]="skipped: needs root ($(root_yes "$u"))"
+				log "$u: skipped: not root, and it needs root ($(root_yes "$u"))"
 			fi
 		done
 		[ ${#can[@]} -gt 0 ] || die $EXIT_SKIP "every unit selected needs root"
 		units=("${can[@]}")
+		RS_ALLOW_FOREIGN=1	# the user's own rights decide where it writes, not root's
+		log "not root: running as root of an unprivileged user namespace (unshare -Urnmp)"
 	fi
 	[ -z "$KTAP" ] || ktap_start
 	[ -z "$KERNEL" ] || [ -n "$OUT_SET" ] || guest_out

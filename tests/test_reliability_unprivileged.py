@@ -1,7 +1,10 @@
-"""./run.sh --quick as an unprivileged user (nobody, through setpriv), writing to a directory
-that user owns.  Where the system allows unprivileged user namespaces, every unit runs in one
-(`unshare -rn`) and its counter deltas are exactly its own; where it does not, run.sh skips
-(exit 4) with one line.  Never a traceback, never half a run, nothing left running."""
+"""./run.sh as an unprivileged user (nobody, through setpriv), writing to a directory that user
+owns.  Where the system allows unprivileged user namespaces, the run goes on as root of one of
+its own (`unshare -Urnmp`: docs/design.md, "Without root"): every unit gets its own network
+namespaces, the wire units their veth pair, and counter deltas are exactly the unit's own;
+where it does not, run.sh skips (exit 4) with one line.  A unit that needs real root (root=yes)
+is skipped with its reason.  Never a traceback, never half a run, nothing left running, even
+after a SIGKILL."""
 import glob
 import json
 import os
@@ -57,7 +60,7 @@ def test_quick_run_without_root(user_dir, bindir):
         assert r.stderr.count("\n") == 1 and "user namespaces" in r.stderr
         pytest.skip("unprivileged user namespaces are not allowed here: run.sh skipped cleanly")
     assert r.returncode == 0, r.stderr[-3000:]
-    assert "unprivileged user+network namespace" in r.stderr
+    assert "not root: running as root of an unprivileged user namespace" in r.stderr
     reports = sorted(os.path.basename(p) for p in glob.glob(os.path.join(out, "*.json")))
     assert reports == ["p01-connect-time.json", "p01-machine.json", "p01-strace.json",
                        "p01-synretry.json", "p01-timeout.json"]
@@ -86,34 +89,99 @@ def need_userns():
         pytest.skip("unprivileged user namespaces are not allowed here")
 
 
-def test_killed_run_reaped_without_root(user_dir, bindir):
-    """SIGKILL to an unprivileged run.sh while its units run: they live on in their user
-    namespaces; the next run (its lock is free, so the run is provably gone) stops them, says
-    so, and leaves nothing.  A regression guard: the reaper no longer works by pid and tag."""
-    import signal
+def gone(tag, within=5.0):
+    """Whether every process carrying tag is gone within the bound (polled)."""
     import time
+    end = time.monotonic() + within
+    while tagged(tag) and time.monotonic() < end:
+        time.sleep(0.02)
+    return tagged(tag) == []
+
+
+def start_as_user(argv, env):
+    """argv as the user, in a process group of its own (a terminal's Ctrl-C is killpg)."""
+    return subprocess.Popen(["setpriv", f"--reuid={USER}", f"--regid={GROUP}", "--clear-groups",
+                             *argv], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True, env=env, start_new_session=True)
+
+
+def read_until(p, text):
+    """stderr lines of p up to the first containing text; the lines read."""
+    seen = []
+    for line in p.stderr:
+        seen.append(line)
+        if text in line:
+            break
+    return "".join(seen)
+
+
+def test_killed_run_leaves_nothing_without_root(user_dir, bindir):
+    """SIGKILL to an unprivileged run.sh while its units run: the run is PID 1 of its own PID
+    namespace inside its user namespace, so the kernel ends every process of it at once, and
+    the namespaces with them; the next run removes the temporary directory the killed one had
+    no chance to.  (Before: the units lived on until the next run stopped them.)"""
     need_userns()
     out = os.path.join(user_dir, "out")
     tag = "k" + str(os.getpid())
     env = user_env(user_dir, bindir, tag)
-    p = subprocess.Popen(["setpriv", f"--reuid={USER}", f"--regid={GROUP}", "--clear-groups",
-                          os.path.join(TOP, "run.sh"), "--quick", "--out", out],
-                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
-    for line in p.stderr:
-        if "p01-synretry: started" in line:
-            break
+    p = start_as_user([os.path.join(TOP, "run.sh"), "--quick", "--out", out], env)
+    said = read_until(p, "p01-synretry: started")
+    assert "p01-synretry: started" in said, said[-2000:]
+    assert tagged(tag), "nothing was running: the test proves nothing"
     p.kill()
     p.wait(timeout=10)
     p.stderr.close()
-    assert tagged(tag), "nothing was left running: the test proves nothing"
+    assert gone(tag), "processes of the killed run are still running"
     r = as_user([os.path.join(TOP, "run.sh"), "--out", out, "p01-machine"], capture_output=True,
                 text=True, env=env, timeout=120)
     assert r.returncode == 0, r.stderr[-2000:]
-    assert "process(es) left by an interrupted run" in r.stderr, r.stderr[-2000:]
-    end = time.monotonic() + 3
-    while tagged(tag) and time.monotonic() < end:
-        time.sleep(0.02)
+    assert "process(es) left by an interrupted run" not in r.stderr, r.stderr[-2000:]
     assert tagged(tag) == []
+    assert not [n for n in os.listdir(out) if ".tmp-" in n]
+
+
+def own_experiments(user_dir, units, scripts):
+    """A TCPLAB_EXPERIMENTS directory of the test's own: experiments/lib, the table units and
+    each unit's collect script (a body after collect.sh's tl_init), all readable by the user."""
+    exp = os.path.join(user_dir, "exp")
+    shutil.copytree(os.path.join(TOP, "experiments", "lib"), os.path.join(exp, "lib"))
+    with open(os.path.join(exp, "units"), "w") as f:
+        f.write(units)
+    for name, body in scripts.items():
+        with open(lab_proc.exp_file(exp, name, f"{name}.sh"), "w") as f:
+            f.write('. "$(dirname "$0")/../lib/collect.sh"\ntl_init "$1"\n' + body)
+    for root, dirs, files in os.walk(exp):
+        for n in dirs + files:
+            os.chmod(os.path.join(root, n), 0o755)
+    return exp
+
+
+@pytest.mark.parametrize("sig,target,status", [("SIGINT", "group", 130), ("SIGTERM", "pid", 143)],
+                         ids=["SIGINT-group", "SIGTERM-pid"])
+def test_interrupted_wire_unit_leaves_nothing_without_root(user_dir, bindir, sig, target, status):
+    """SIGINT to an unprivileged run.sh's process group (Ctrl-C), or SIGTERM to run.sh alone
+    (passed on to the run in its user namespace), while a wire unit runs, a process in each of
+    its namespaces: the run stops the unit and cleans up as root's run does: its exit status,
+    no process, no temporary file."""
+    import signal
+    need_userns()
+    exp = own_experiments(user_dir, "t-wire - default run no 1 60 no wire no\n", {
+        "t-wire": 'ip netns exec "$TL_NS_SERVER" sleep 60 &\nsleep 60 &\n: > "$RAW/up"\nwait\n'})
+    out = os.path.join(user_dir, "out")
+    tag = "i" + sig + str(os.getpid())
+    p = start_as_user([os.path.join(TOP, "run.sh"), "--out", out, "t-wire"],
+                      dict(user_env(user_dir, bindir, tag), TCPLAB_EXPERIMENTS=exp))
+    import time
+    end = time.monotonic() + 60
+    while not glob.glob(os.path.join(out, ".tmp-*", "raw", "t-wire", "up")):
+        assert p.poll() is None and time.monotonic() < end, "the unit never started"
+        time.sleep(0.02)
+    assert len(tagged(tag)) >= 2, "nothing was running: the test proves nothing"
+    (os.killpg if target == "group" else os.kill)(p.pid, getattr(signal, sig))
+    said = p.stderr.read()
+    assert p.wait(timeout=30) == status, said[-2000:]
+    assert "Traceback" not in said
+    assert gone(tag), "processes of the interrupted run are still running"
     assert not [n for n in os.listdir(out) if ".tmp-" in n]
 
 
@@ -133,29 +201,27 @@ def test_stale_tag_alone_is_not_killed_without_root(user_dir, bindir):
 
 
 def test_units_that_need_root_are_skipped_by_a_set_and_refused_by_name(user_dir, bindir):
-    """Without root, a unit that needs it (root=yes, a wire, netns 2) is said skipped when a
-    set chose it, and the others run; named on the command line, it is refused (exit 4)."""
+    """Without root, a unit that needs it (root=yes) is said skipped, with the reason its
+    "# root yes:" line gives, when a set chose it, and the others run, a wire unit too (its
+    server namespace there); named on the command line, it is refused (exit 4)."""
     need_userns()
-    exp = os.path.join(user_dir, "exp")
-    shutil.copytree(os.path.join(TOP, "experiments", "lib"), os.path.join(exp, "lib"))
-    with open(os.path.join(exp, "units"), "w") as f:
-        f.write("t-lo   - default run no 1 30 no  1    no\n"
-                "t-wire - default run no 1 30 yes wire no\n")
-    for name in ("t-lo", "t-wire"):
-        with open(lab_proc.exp_file(exp, name, f"{name}.sh"), "w") as f:
-            f.write('. "$(dirname "$0")/../lib/collect.sh"\ntl_init "$1"\necho ran > "$RAW/ran.txt"\n')
-    for root, dirs, files in os.walk(exp):
-        for n in dirs + files:
-            os.chmod(os.path.join(root, n), 0o755)
+    body = ('echo ran > "$RAW/ran.txt"\n'
+            'ip netns exec "${TL_NS_SERVER:-none}" true && echo server > "$RAW/server.txt" || :\n')
+    exp = own_experiments(user_dir, "t-lo   - default run no 1 30 no  1    no\n"
+                                    "t-wire - default run no 1 30 no  wire no\n"
+                                    "# root yes: t-root: it reads the kernel log\n"
+                                    "t-root - default run no 1 30 yes wire no\n",
+                          {name: body for name in ("t-lo", "t-wire", "t-root")})
     env = dict(user_env(user_dir, bindir, "s" + str(os.getpid())), TCPLAB_EXPERIMENTS=exp)
     out = os.path.join(user_dir, "out")
     r = as_user([os.path.join(TOP, "run.sh"), "--out", out], capture_output=True, text=True,
                 env=env, timeout=120)
     assert r.returncode == 0, r.stderr[-3000:]
-    assert "t-wire: skipped: not root" in r.stderr
-    assert "1 unit(s) ran, 0 failed, 1 skipped (t-wire: needs root" in r.stderr
+    assert "t-root: skipped: not root, and it needs root (root=yes in experiments/units: it reads the kernel log)" in r.stderr
+    assert "2 unit(s) ran, 0 failed, 1 skipped (t-root: needs root (root=yes in experiments/units: it reads the kernel log))" in r.stderr
     assert os.path.exists(os.path.join(out, "raw", "t-lo", "ran.txt"))
-    assert not os.path.exists(os.path.join(out, "raw", "t-wire"))
-    r = as_user([os.path.join(TOP, "run.sh"), "--out", out, "t-wire"], capture_output=True,
+    assert os.path.exists(os.path.join(out, "raw", "t-wire", "server.txt"))
+    assert not os.path.exists(os.path.join(out, "raw", "t-root"))
+    r = as_user([os.path.join(TOP, "run.sh"), "--out", out, "t-root"], capture_output=True,
                 text=True, env=env, timeout=120)
-    assert r.returncode == 4 and r.stderr.count("\n") == 1 and "t-wire needs root" in r.stderr, r.stderr
+    assert r.returncode == 4 and r.stderr.count("\n") == 1 and "t-root needs root" in r.stderr, r.stderr
