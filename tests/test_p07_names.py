@@ -187,3 +187,66 @@ def test_live_run(tmp_path, bindir):
     assert [n for n in after if n not in before] == []
     with open(os.path.join(str(tmp_path), "raw", DNS_UNIT, "dnsmasq.txt")) as f:
         assert "exiting on receipt of SIGTERM" in f.read()
+
+
+# ---- nothing left after a signal --------------------------------------------------------
+
+def _children(ppid, word):
+    """pids whose parent is ppid and whose command line holds word (bytes)."""
+    out = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                parent = int(f.read().rsplit(")", 1)[1].split()[1])
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmd = f.read()
+        except (OSError, ValueError, IndexError):
+            continue
+        if parent == ppid and word in cmd:
+            out.append(int(pid))
+    return out
+
+
+def _alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.netns
+@pytest.mark.interrupt
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGKILL"])
+def test_signal_leaves_no_dnsmasq_and_no_etc_netns(tmp_path, bindir, sig):
+    """The collect script killed while dnsmasq runs and getaddrinfo() waits on the dead server:
+    its trap (SIGTERM) or run.sh's namespace deletion (SIGKILL, experiments/lib/netns.sh)
+    leaves no dnsmasq and nothing in /etc/netns."""
+    import signal
+    import time
+    before = set(os.listdir("/etc/netns")) if os.path.isdir("/etc/netns") else set()
+    run = subprocess.Popen([os.path.join(TOP, "run.sh"), "--out", str(tmp_path), DNS_UNIT],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    script, dnsmasq = None, []
+    try:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and run.poll() is None:
+            # this run's collect script (run.sh's child) and its dnsmasq (the script's child)
+            script = script or next(iter(_children(run.pid, DNS_UNIT.encode() + b".sh")), None)
+            dnsmasq = _children(script, b"--local=/p07.test/") if script else []
+            if dnsmasq:
+                break
+            time.sleep(0.01)    # polling for the state, not waiting for it to happen
+        assert dnsmasq, "the unit never had dnsmasq running"
+        etc = [n for n in os.listdir("/etc/netns") if n not in before]
+        assert len(etc) == 1 and etc[0].endswith(DNS_UNIT), etc
+        os.kill(script, getattr(signal, sig))
+        run.wait(timeout=30)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+    assert run.returncode != 0
+    assert not any(_alive(p) for p in dnsmasq)
+    after = set(os.listdir("/etc/netns")) if os.path.isdir("/etc/netns") else set()
+    assert after <= before, after - before
