@@ -250,3 +250,18 @@ def test_signal_leaves_no_dnsmasq_and_no_etc_netns(tmp_path, bindir, sig):
     assert not any(_alive(p) for p in dnsmasq)
     after = set(os.listdir("/etc/netns")) if os.path.isdir("/etc/netns") else set()
     assert after <= before, after - before
+
+
+def test_report_on_the_dns_unit_alone(tmp_path):
+    """./run.sh p07-dns-dead-first alone: the report writes the DNS section, says p07-localhost
+    did not run, and its JSON has the same dns facts."""
+    import shutil
+    root = tmp_path / "raw"
+    shutil.copytree(os.path.join(R.ref, "raw", DNS_UNIT), root / DNS_UNIT)
+    out = tmp_path / "out"
+    r = R.run(str(root), out)
+    assert r.returncode == 0, r.stderr
+    j = R.load(str(out))
+    assert j["unit"] == DNS_UNIT and "parts" not in j
+    check_dns(j)
+    assert "(p07-localhost did not run" in (out / (NAME + ".txt")).read_text()

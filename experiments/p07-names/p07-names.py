@@ -237,7 +237,28 @@ def dns_lines(d):
     return out + [""]
 
 
+def build_dns_only(rawroot, outdir):
+    """Only p07-dns-dead-first ran (./run.sh p07-dns-dead-first): its section alone."""
+    rawdir = t.unit_dir(rawroot, DNS_UNIT)
+    kernel = t.kernel_release(rawdir)
+    dns = dns_part(rawdir)
+    lines = [f"{NAME}: a name through DNS, the first nameserver dead",
+             t.header(kernel, t.collected_at(rawdir), "the wire: the client's and the server's "
+                      "namespaces, the client's /etc files through /etc/netns/NAME"), "",
+             "(p07-localhost did not run: ./run.sh p07-localhost adds its parts)", ""]
+    lines += dns_lines(dns)
+    obj = {"experiment": NAME, "unit": DNS_UNIT, "kernel": kernel,
+           "collected_at": t.collected_at(rawdir), "load_average": None,
+           "counters": dns["counters"], "result": "ok" if dns["attempts"][-1]["ret"] == 0
+           else "failed", "errno": None, "elapsed_s": round(dns["resolve_us"] / 1e6, 7),
+           "dns": dns}
+    t.write_outputs(outdir, NAME, lines, obj)
+
+
 def build(rawroot, outdir):
+    if (not os.path.isdir(os.path.join(rawroot, UNIT)) and
+            os.path.isdir(os.path.join(rawroot, DNS_UNIT))):
+        return build_dns_only(rawroot, outdir)
     rawdir = t.unit_dir(rawroot, UNIT)
     kernel = t.kernel_release(rawdir)
     prm = t.read_kv(os.path.join(rawdir, "params.txt"))
