@@ -1009,7 +1009,8 @@ run_vm() {
 USERNS_SETUP='mount -t tmpfs -o mode=0755 tcplab "$1" && mkdir -p /run/netns && shift && exec "$@"'
 USERNS_PID=""
 userns_run() {
-	local sig st=0 mnt=/run/netns state unshare=(unshare -Urnmpf --kill-child --mount-proc --propagation private)
+	local sig st=0 mnt=/run/netns state self unshare=(unshare -Urnmpf --kill-child --mount-proc --propagation private)
+	self=$(readlink -f -- "${BASH_SOURCE[0]}")	# this script: run.sh, or an installed tcplab
 	if [ -d /run/netns ]; then
 		state=$(rs_state_dir) || exit $EXIT_FAIL
 	else
@@ -1020,7 +1021,7 @@ userns_run() {
 	# env --default-signal: bash starts a background command with INT and QUIT ignored, and a
 	# shell started so can never trap them
 	TCPLAB_USERNS=1 TCPLAB_STATE=$state PATH=$PATH:/usr/sbin:/sbin env --default-signal=INT,QUIT \
-		setpriv --pdeathsig KILL "${unshare[@]}" sh -c "$USERNS_SETUP" sh "$mnt" "$TOP/run.sh" "$@" >&"${KTAP_FD:-1}" &
+		setpriv --pdeathsig KILL "${unshare[@]}" sh -c "$USERNS_SETUP" sh "$mnt" "$self" "$@" >&"${KTAP_FD:-1}" &
 	USERNS_PID=$!
 	for sig in INT TERM HUP QUIT; do
 		# shellcheck disable=SC2064 # the signal's name, fixed here
