@@ -333,7 +333,10 @@ def build(rawroot, outdir):
     lines = [f"{NAME}: TLS over TCP (Debian's OpenSSL "
              f"{t.read_lines(os.path.join(first, 'openssl-version.txt'))[0]})",
              t.header(t.kernel_release(first), t.collected_at(first)), ""]
-    obj = {"report": NAME}
+    # the keys every report's .json has (tcplab_diff, tcplab_matrix read them)
+    obj = {"experiment": NAME, "report": NAME, "kernel": t.kernel_release(first),
+           "collected_at": t.collected_at(first), "load_average": None, "result": "ok",
+           "errno": None, "elapsed_s": None, "counters": None, "knobs": t.read_knobs(first)}
     if "p08-tls-handshake" in dirs:
         parts, ktls = handshake_unit(dirs["p08-tls-handshake"])
         lines += handshake_lines(parts, ktls)
