@@ -50,12 +50,12 @@ def test_the_refusal_comes_before_the_guests(tmp_path):
 
 
 def test_the_table_declares_the_floor_only_where_a_unit_failed():
-    """The two p04 units at 88, p05-close at 101, no other unit (docs/wire.md, "Small MTUs":
-    the others ran at 68)."""
+    """The three p04 units at 88 (p04-tail-loss: at 87 its report found no tail segment),
+    p05-close at 101, no other unit (docs/wire.md, "Small MTUs": the others ran at 68)."""
     with open(os.path.join(TOP, "experiments", "units")) as f:
         lines = [ln.split(": ")[:3] for ln in f if ln.startswith("# mtu min: ")]
     assert lines == [["# mtu min", "p04-short-reads", "88"], ["# mtu min", "p04-full-buffers", "88"],
-                     ["# mtu min", "p05-close", "101"]]
+                     ["# mtu min", "p04-tail-loss", "88"], ["# mtu min", "p05-close", "101"]]
 
 
 def test_p05_close_is_refused_at_100(tmp_path):
