@@ -75,7 +75,7 @@ def test_syn_schedule_is_what_the_sysctls_predict(guest):
 
 def test_vm_txt_counts_what_the_unit_cost_the_host(guest):
     """cpu_s.UNIT is QEMU's CPU time from the unit's start line to its done line, qemu_cpu_s
-    QEMU's total to the guest's last line: both there, the unit's within the total, and neither
+    QEMU's total to its exit: both there, the unit's within the total, and neither
     more than QEMU's threads could use on this machine's CPUs in the time they cover."""
     _, vm, _ = guest
     unit, total, wall = (float(vm[k]) for k in ("cpu_s.p01-synretry", "qemu_cpu_s", "wall_s"))

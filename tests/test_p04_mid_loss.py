@@ -186,4 +186,4 @@ def test_run_sh_refuses_a_bad_knob(tmp_path, setting):
 
 # ---- a live run ------------------------------------------------------------------------------
 
-test_live_run_kernel_facts = R.live_test(check_all, timeout=30)
+test_live_run_kernel_facts = R.live_test(check_all, timeout=120)

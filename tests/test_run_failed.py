@@ -261,12 +261,14 @@ def test_a_failed_unit_keeps_its_raw_and_says_failed(tmp_path, bindir):
 
 @pytest.mark.netns
 def test_a_timed_out_unit_says_so_and_keeps_what_it_wrote(tmp_path, bindir):
-    exp, out = lab(tmp_path, "slow-lab", SLOW_SH, limit=3), tmp_path / "out"
+    # the limit leaves room for tl_init's namespaces on a loaded host: at 3 s, a CI run timed
+    # out before the script had written before.txt
+    exp, out = lab(tmp_path, "slow-lab", SLOW_SH, limit=10), tmp_path / "out"
     rc, err = run_lab(exp, out, "slow-lab")
     assert rc == 1, err
     assert "slow-lab" in last_line(err)
     j = strict_json(out / "slow-lab.json")
-    assert j["status"] == "failed" and j["reason"] == "timed out after 3 s"
+    assert j["status"] == "failed" and j["reason"] == "timed out after 10 s"
     assert j["exit"] == 143 and j["signal"] == "SIGTERM"    # collect.sh's TERM trap: exit 143
     assert (out / "raw" / "slow-lab" / "before.txt").read_text() == "before\n"
     assert "[slow-lab] sleeping past the limit" in j["log"]["tail"]
