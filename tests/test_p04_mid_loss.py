@@ -163,20 +163,19 @@ def test_report_usage():
     assert r.returncode == 2 and r.stderr.count("\n") == 1
 
 
-@pytest.mark.parametrize("env", [{"TL_KNOB_FLIGHT": "3"}, {"TL_KNOB_FLIGHT": "11"},
-                                 {"TL_KNOB_FLIGHT": "x"}, {"TL_KNOB_DROP": "0"},
-                                 {"TL_KNOB_DROP": "8"}, {"TL_KNOB_DROP": "05"},
-                                 {"TL_KNOB_FLIGHT": "6", "TL_KNOB_DROP": "4"}])
-def test_collect_script_refuses_a_bad_knob(tmp_path, env):
-    """Run without run.sh: one line, exit 2, nothing made (drop beyond flight-3 too)."""
+@pytest.mark.parametrize("knob,value", [("BEFORE", "5"), ("BEFORE", "x"), ("BEFORE", "01"),
+                                        ("AFTER", "2"), ("AFTER", "6"), ("AFTER", "9x")])
+def test_collect_script_refuses_a_bad_knob(tmp_path, knob, value):
+    """Run without run.sh: one line, exit 2, nothing made."""
+    env = dict(os.environ, **{f"TL_KNOB_{knob}": value})
     r = subprocess.run(["sh", SCRIPT, str(tmp_path / "raw")], capture_output=True, text=True,
-                       timeout=30, env=dict(os.environ, **env))
+                       timeout=30, env=env)
     assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
-    assert "knob " in r.stderr
+    assert f"knob {knob.lower()}=" in r.stderr
     assert not os.path.exists(tmp_path / "raw")
 
 
-@pytest.mark.parametrize("setting", ["drop=0", "drop=9", "flight=3", "flight=big"])
+@pytest.mark.parametrize("setting", ["before=5", "before=big", "after=2", "after=6"])
 def test_run_sh_refuses_a_bad_knob(tmp_path, setting):
     r = subprocess.run([RUN, "--out", str(tmp_path / "out"), "--set", setting, NAME],
                        capture_output=True, text=True, timeout=60)

@@ -149,8 +149,11 @@ tl_wait_count() {
 	case $? in
 	0) ;;
 	1)
-		cat "$2.err" >&2 2>/dev/null
-		tl_die "$(basename "$2" .txt) exited before$_what '$3'" ;;
+		# name the program that ended (it need not be the one writing FILE), and its stderr
+		_nm=$(tl_name "$1")
+		case $_nm in "pid "*) _nm=$(basename "$2" .txt) ;; esac
+		cat "$RAW/$_nm.txt.err" >&2 2>/dev/null || cat "$2.err" >&2 2>/dev/null
+		tl_die "$_nm exited before$_what '$3' in $(basename "$2")" ;;
 	3) tl_die "no$_what '$3' in $2 after $5 s" ;;
 	*) tl_die "waitfor failed waiting for '$3' in $2" ;;
 	esac

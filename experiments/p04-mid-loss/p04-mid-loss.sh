@@ -1,7 +1,8 @@
 #!/bin/sh
 # p04-mid-loss: one segment in the middle of a flight lost, across the wire.  The client
-# (rr_client) writes one request of FLIGHT full segments (all of one length: the MSS); nft on
-# the server's input hook drops the DROP-th segment of that length once (drop-nth), after the
+# (rr_client) writes one request of FLIGHT full segments (all of one length: the MSS): BEFORE
+# segments, the lost one, AFTER segments; nft on the server's input hook drops the DROP-th
+# (BEFORE + 1) segment of that length once (drop-nth), after the
 # capture on the client's end of the veth saw it.  The segments after the hole arrive, and the
 # receiver answers each with a duplicate ACK.  Two parts, each on its own port:
 #   sack    net.ipv4.tcp_sack=1 (the default) in both namespaces: the duplicate ACKs carry
@@ -14,21 +15,20 @@
 # cannot run), the nft rule with its counter, both sides' sysctls and counters.
 . "$(dirname "$0")/../lib/collect.sh"
 
-# the knobs (experiments/units): checked here too, for a run without run.sh
-FLIGHT=${TL_KNOB_FLIGHT:-10}
-DROP=${TL_KNOB_DROP:-5}
+# the knobs (experiments/units): checked here too, for a run without run.sh.  The flight is
+# BEFORE segments, the lost one, AFTER segments: at most 4 + 1 + 5 = 10, the initial cwnd, so
+# all leave at once; at least 3 after the hole, so three duplicate ACKs can come
+BEFORE=${TL_KNOB_BEFORE:-4}
+AFTER=${TL_KNOB_AFTER:-5}
 knob() {
 	case $2 in '' | *[!0-9]* | 0?*) echo "p04-mid-loss: knob $1='$2': want $3..$4" >&2; exit 2 ;; esac
 	[ "${#2}" -le 2 ] && [ "$2" -ge "$3" ] && [ "$2" -le "$4" ] ||
 		{ echo "p04-mid-loss: knob $1='$2': want $3..$4" >&2; exit 2; }
 }
-knob flight "$FLIGHT" 4 10
-knob drop "$DROP" 1 7
-# three segments after the hole: three duplicate ACKs, the kernel's reordering threshold
-[ "$DROP" -le $((FLIGHT - 3)) ] || {
-	echo "p04-mid-loss: knob drop=$DROP with flight=$FLIGHT: want drop 1..$((FLIGHT - 3)) (three segments after the hole)" >&2
-	exit 2
-}
+knob before "$BEFORE" 0 4
+knob after "$AFTER" 3 5
+FLIGHT=$((BEFORE + 1 + AFTER))
+DROP=$((BEFORE + 1))
 
 tl_wire_init "$1"
 PORT_SACK=21120 PORT_NOSACK=21121
@@ -69,7 +69,7 @@ tl_sysctls "$SYSCTLS" tl_srv > "$RAW/server-sysctls.txt"
 # and is processed on its own.  The server sends nothing longer than ACK_BURST bytes.
 tl_in server tc qdisc replace dev "$TL_SERVER_IF" root tbf rate "${ACK_RATE_KBIT}kbit" burst "$ACK_BURST" \
 	latency 1s || tl_die "cannot put tbf on $TL_SERVER_IF"
-echo "flight=$FLIGHT drop=$DROP mss=$MSS request=$REQ reply=$REPLY seg_iplen=$SEG_IPLEN ack_rate_kbit=$ACK_RATE_KBIT ack_burst=$ACK_BURST" \
+echo "flight=$FLIGHT drop=$DROP before=$BEFORE after=$AFTER mss=$MSS request=$REQ reply=$REPLY seg_iplen=$SEG_IPLEN ack_rate_kbit=$ACK_RATE_KBIT ack_burst=$ACK_BURST" \
 	> "$RAW/params.txt"
 
 # events_start PART PORT: tcpevents in this namespace for PORT, polled until ready; when it
