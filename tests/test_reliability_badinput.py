@@ -126,9 +126,12 @@ RUN_CASES = [(["--bogus"], "unknown option"), (["--kernel"], "--kernel"),
              (["diff", "/nonexistent/a", "/nonexistent/b"], "/nonexistent/a")]
 # every bad name alone, after a good one, and before one
 RUN_CASES += [([n], "unknown experiment") for n in BAD_UNIT_NAMES]
-RUN_CASES += [(["p01-machine", n], "unknown experiment") for n in BAD_UNIT_NAMES]
-RUN_CASES += [([n, "p01-strace"], "unknown experiment") for n in BAD_UNIT_NAMES[:20]]
-RUN_CASES += [(["--quick", n], "unknown experiment") for n in BAD_UNIT_NAMES[:10]]
+# the same names again in other places: the full suite only (make check, CI's check-rest);
+# make test runs each name alone, above (80 run.sh starts, about 140 s of a loaded make test)
+SLOW_RUN_CASES = [(["p01-machine", n], "unknown experiment") for n in BAD_UNIT_NAMES]
+SLOW_RUN_CASES += [([n, "p01-strace"], "unknown experiment") for n in BAD_UNIT_NAMES[:20]]
+SLOW_RUN_CASES += [(["--quick", n], "unknown experiment") for n in BAD_UNIT_NAMES[:10]]
+RUN_CASES += SLOW_RUN_CASES
 # a unit named twice (it used to delete the first one's raw directory, then `mv: cannot stat`)
 RUN_CASES += [(args, "named twice") for args in (
     ["p01-machine", "p01-machine"], ["p01-strace", "p01-machine", "p01-strace"],
@@ -250,7 +253,9 @@ def run_case_id(case):
     return " ".join(repr(a) if not a or not a.isprintable() or " " in a else a for a in case[0])
 
 
-@pytest.mark.parametrize("args,word", RUN_CASES, ids=[run_case_id(c) for c in RUN_CASES])
+@pytest.mark.parametrize("args,word", [
+    pytest.param(*c, id=run_case_id(c), marks=pytest.mark.slow if c in SLOW_RUN_CASES else ())
+    for c in RUN_CASES])
 def test_bad_run_sh(bindir, args, word):
     check_refused([os.path.join(TOP, "run.sh")] + args, word,
                   {"TCPLAB_BUILD": os.path.relpath(os.path.dirname(bindir), TOP)})

@@ -274,13 +274,19 @@ def test_sets_and_quick_come_from_the_table(tmp_path, bindir, args, want):
 
 # ---- a probe or fixture that dies fails the unit ------------------------------------------------
 
+# make test kills each program once (SIGKILL, then SIGTERM, in turn); the other five cases run
+# in the full suite (make check, CI's check-rest): about 90 s of a loaded make test
+KILLS = [("sockwatch", signal.SIGKILL), ("sockwatch", signal.SIGTERM), ("sockwatch", signal.SIGINT),
+         ("tee", signal.SIGTERM), ("tee", signal.SIGKILL),
+         ("listener", signal.SIGKILL), ("listener", signal.SIGTERM),
+         ("connect_block", signal.SIGTERM), ("connect_block", signal.SIGKILL)]
+
+
 @pytest.mark.netns
 @pytest.mark.parametrize("comm,sig", [
-    ("sockwatch", signal.SIGKILL), ("sockwatch", signal.SIGTERM), ("sockwatch", signal.SIGINT),
-    ("tee", signal.SIGKILL), ("tee", signal.SIGTERM),
-    ("listener", signal.SIGKILL), ("listener", signal.SIGTERM),
-    ("connect_block", signal.SIGKILL), ("connect_block", signal.SIGTERM),
-], ids=lambda v: v.name if isinstance(v, signal.Signals) else v)
+    pytest.param(c, s, id=f"{c}-{s.name}",
+                 marks=pytest.mark.slow if [x for x, _ in KILLS].index(c) != i else ())
+    for i, (c, s) in enumerate(KILLS)])
 def test_killing_a_probe_or_fixture_fails_the_unit(tmp_path, bindir, comm, sig):
     out = tmp_path / "out"
     run = Run(["--out", str(out), "p01-synretry"])
@@ -304,7 +310,7 @@ def test_killing_a_probe_or_fixture_fails_the_unit(tmp_path, bindir, comm, sig):
     # p01-synretry takes about 7 s; a stopped tee would make it fail by itself at about 12 s
     # (tl_unwatch gives tee 5 s), a stopped listener never: the limit comes first
     ("p01-synretry", "tee", "connect_block", 10, {}),
-    ("p01-synretry", "listener", "connect_block", 10, {}),
+    pytest.param("p01-synretry", "listener", "connect_block", 10, {}, marks=pytest.mark.slow),
     ("p01-connect-time", "connect_many", None, 10, {"TL_CONNECTS": "20000"}),
 ])
 def test_a_stopped_process_times_the_unit_out(tmp_path, bindir, unit, comm, after, limit, env):
