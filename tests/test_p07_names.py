@@ -180,7 +180,7 @@ def test_live_run(tmp_path, bindir):
     /etc/netns, and no dnsmasq left running in the run's namespaces (they are gone)."""
     before = sorted(os.listdir("/etc/netns")) if os.path.isdir("/etc/netns") else []
     r = subprocess.run([os.path.join(TOP, "run.sh"), "--out", str(tmp_path), UNIT, DNS_UNIT],
-                       capture_output=True, text=True, timeout=30)
+                       capture_output=True, text=True, timeout=150)
     assert r.returncode == 0, r.stderr[-3000:]
     check_all(str(tmp_path))
     after = sorted(os.listdir("/etc/netns")) if os.path.isdir("/etc/netns") else []

@@ -132,7 +132,7 @@ def test_tls_peer_bad_input(bindir, args, word):
 @pytest.mark.netns
 def test_live_run_facts(tmp_path, bindir):
     r = subprocess.run([RUN, "--out", str(tmp_path)] + list(UNITS), capture_output=True,
-                       text=True, timeout=30)
+                       text=True, timeout=150)
     assert r.returncode == 0, r.stderr[-3000:]
     check_facts(load(str(tmp_path)))
     for unit in UNITS:

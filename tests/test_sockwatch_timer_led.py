@@ -58,6 +58,16 @@ def test_timer_led_sees_what_a_timer_does_as_soon_in_fewer_samples(netns, bindir
     n = len(steps) - 2
     assert n >= 2 and steps == [("new", "0")] + [("change", str(i)) for i in range(1, n + 1)] \
         + [("gone", str(n))], outs[0]
+    # the fixed-interval watcher may land a sample inside a retransmission: its timer off, the
+    # retransmission not yet counted, and the next sample the usual change (a loaded make test:
+    # "timer=off retrans=0" at 3.132 s, "timer=on retrans=3" 12 ms later).  Such a sample is the
+    # kernel's too, and the timer-led watcher, which samples around each expiry, may miss it.
+    def mid_rto(i):
+        e, nxt = fixed[i], fixed[i + 1] if i + 1 < len(fixed) else None
+        return (e["event"] == "change" and e["timer"] == "off" and nxt is not None
+                and nxt["event"] == "change" and nxt["timer"] == "on"
+                and int(nxt["t_ns"]) - int(e["t_ns"]) <= 50_000_000)
+    fixed = [e for i, e in enumerate(fixed) if not mid_rto(i)]
     assert [(e["event"], e["retrans"]) for e in fixed] == steps, outs[1]
     for a, b in zip(led, fixed):
         apart_ms = abs(int(a["t_ns"]) - int(b["t_ns"])) / 1e6
