@@ -128,7 +128,14 @@ def check_reports_clean(rawroot, outdir):
         assert r.returncode == 0 and r.stderr == "", f"{name}: {r.stderr}"
         with open(os.path.join(outdir, name + ".json")) as f:
             json.load(f)
-    for err in glob.glob(os.path.join(rawroot, "*", "*.err")):
+    check_raw_stderr_clean(rawroot)
+
+
+def check_raw_stderr_clean(rawroot):
+    """Every raw stderr file under rawroot empty, but the refusals a lab records on purpose."""
+    errs = glob.glob(os.path.join(rawroot, "*", "*.err"))
+    assert os.path.isdir(rawroot)
+    for err in errs:
         with open(err) as f:
             text = f.read()
         assert text == "" or expected_err(err, text), f"{err}: {text}"
@@ -142,7 +149,11 @@ GUEST_OUTPUTS = sorted({p.split(os.sep + "raw" + os.sep)[0] for p in
 @pytest.mark.skipif(not GUEST_OUTPUTS, reason="no outputs/ of a booted kernel in the tree")
 @pytest.mark.parametrize("outdir", GUEST_OUTPUTS, ids=os.path.basename)
 def test_committed_guest_outputs_report_cleanly(outdir, tmp_path):
-    check_reports_clean(os.path.join(outdir, "raw"), str(tmp_path))
+    """Every raw stderr file of a guest's reference is empty but the refusals a lab records on
+    purpose.  That each report runs cleanly on it (exit 0, nothing on stderr) is asserted by
+    test_references_replay.py, which replays every committed reference once: running every
+    report here again cost about 175 s of a loaded make test."""
+    check_raw_stderr_clean(os.path.join(outdir, "raw"))
 
 
 @pytest.mark.qemu
