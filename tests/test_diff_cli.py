@@ -97,7 +97,8 @@ def test_committed_references_are_good_reports():
     outs = sorted(os.path.join(top, d) for d in os.listdir(top)
                   if os.path.isdir(os.path.join(top, d, "raw")))
     assert len(outs) >= 2
-    for a in outs:
-        for b in outs:
-            r = run(a, b)
-            assert (r.returncode, r.stderr) == ((0 if a == b else 1), ""), (a, b, r.stderr)
+    # each against itself, and against the next one round the list: every reference is read on
+    # either side once (all 25 pairs took 25 s of a loaded make test; these 10 say the same)
+    for a, b in [(a, a) for a in outs] + list(zip(outs, outs[1:] + outs[:1])):
+        r = run(a, b)
+        assert (r.returncode, r.stderr) == ((0 if a == b else 1), ""), (a, b, r.stderr)
