@@ -22,7 +22,9 @@ RUN = os.path.join(TOP, "run.sh")
 EXERCISE_KNOBS = [("p01-synretry", "syncnt", "2"), ("p01-synretry-default", "syn_retries", "6"),
                   ("p02-accept-queue", "seq_backlog", "4"), ("p03-small-writes", "requests", "100"),
                   ("p03-small-writes", "bulk", "2000"), ("p05-close", "half", "300"),
-                  ("p06-time-wait", "fin_timeout", "60")]
+                  ("p06-time-wait", "fin_timeout", "60"), ("p02-accept-queue", "flood_backlog", "8"),
+                  ("p04-tail-loss", "flight", "4"), ("p04-tail-loss", "drops", "3"),
+                  ("p04-mid-loss", "before", "4"), ("p04-mid-loss", "after", "5")]
 
 
 def run(args, env=None, timeout=30):
