@@ -15,7 +15,7 @@ import subprocess
 import pytest
 
 from conftest import TOP
-from unit_replay import Report, missing, no_line, replace, write, PY, RUN
+from unit_replay import Report, missing, no_line, replace, write, tseq_panels, PY, RUN
 
 NAME = "p04-mid-loss"
 R = Report(NAME)
@@ -97,6 +97,25 @@ def test_reference_ladder(ref_out):
     with open(os.path.join(ref_out, j["ladder_svg"])) as f:
         svg = f.read()
     assert "segment 5: dropped by nft" in svg and "SACK 7241-8689" in svg
+
+
+def test_reference_time_sequence(ref_out):
+    """The time-sequence picture: in each part one segment dropped (the hole) and the hole sent
+    again; a dot for every ACK up to the one of the whole flight, at least the duplicate ACKs
+    before the retransmission; SACK bars only in part sack, at least one per duplicate ACK."""
+    j = R.load(str(ref_out))
+    assert j["tseq_svg"] == f"{NAME}-tseq.svg"
+    panels = tseq_panels(os.path.join(ref_out, j["tseq_svg"]))
+    assert [title.split(":")[0] for title, _ in panels] == ["part sack", "part nosack"]
+    for (title, n), (name, part) in zip(panels, j["parts"].items()):
+        assert n["seg dropped"] == 1 and n["cross"] == 1, (title, n)
+        assert n["seg again"] == part["crosscheck"]["capture"], (title, n)
+        assert n["seg"] == int(j["params"]["flight"]) - 1, (title, n)   # the flight's others
+        assert n["ackpt"] >= len(part["dup_acks"]) and n["ack"] == 1, (title, n)
+        if name == "sack":
+            assert n["sack"] >= len(part["dup_acks"]), (title, n)
+        else:
+            assert "sack" not in n, (title, n)
 
 
 # ---- the SACK option, decoded by the report ----------------------------------------------------

@@ -12,7 +12,7 @@ import subprocess
 import pytest
 
 from conftest import TOP
-from unit_replay import Report, missing, no_line, replace, write, window, PY, RUN
+from unit_replay import Report, missing, no_line, replace, write, window, tseq_panels, PY, RUN
 
 NAME = "p04-tail-loss"
 R = Report(NAME)
@@ -106,6 +106,19 @@ def test_reference_ladder(ref_out):
     with open(os.path.join(ref_out, j["ladder_svg"])) as f:
         svg = f.read()
     assert "the loss probe (TLP)" in svg and "RTO 1" in svg
+
+
+def test_reference_time_sequence(ref_out):
+    """The time-sequence picture: each transmission of the tail nft dropped is red with a cross,
+    the one that arrived green, in each part."""
+    j = R.load(str(ref_out))
+    assert j["tseq_svg"] == f"{NAME}-tseq.svg"
+    panels = tseq_panels(os.path.join(ref_out, j["tseq_svg"]))
+    assert [title.split(":")[0] for title, _ in panels] == ["part tlp", "part rto"]
+    for (title, n), part in zip(panels, j["parts"].values()):
+        assert n["seg dropped"] == n["cross"] == part["dropped"], (title, n)
+        assert n["seg again"] == 1 and n["ack"] == 1 and n["ackpt"] >= 1, (title, n)
+        assert part["dropped"] == sum(x["dropped"] for x in part["tail_sends"])
 
 
 def test_reference_tcp_probe_srtt_is_ss_srtt(ref_out):

@@ -189,3 +189,22 @@ def missing(name):
 def no_line(word, name):
     """The lines of name that start with word and a blank dropped: the refusal says so."""
     return drop_line(word + " ", name), f"no `{word}` line"
+
+
+def tseq_panels(path):
+    """The time-sequence picture's panels (experiments/report/tcplab_tseq.py), read as data:
+    [(title, {class: count})], counting the elements of each class (seg, seg dropped, seg again,
+    ack, ackpt, sack) but the legend's."""
+    import re
+    with open(path) as f:
+        svg = f.read()
+    titles = list(re.finditer(r'<text [^>]*class="title">([^<]*)</text>', svg))[1:]   # [0]: caption
+    out = []
+    for i, m in enumerate(titles):
+        body = svg[m.end():titles[i + 1].start() if i + 1 < len(titles) else len(svg)]
+        counts = {}
+        for cls in re.findall(r'class="([a-z ]+)"', body):
+            if not cls.startswith("legend"):
+                counts[cls] = counts.get(cls, 0) + 1
+        out.append((m.group(1), counts))
+    return out

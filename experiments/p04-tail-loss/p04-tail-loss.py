@@ -14,6 +14,7 @@ import sys
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "report"))
 import tcplab as t  # noqa: E402
 import tcplab_pkt as pkt  # noqa: E402
+import tcplab_tseq  # noqa: E402
 import tcplab_wire as tw  # noqa: E402
 
 NAME = "p04-tail-loss"
@@ -292,7 +293,14 @@ def build(rawroot, outdir):
            "counters": None, "hz": hz, "params": dict(params), "knobs": t.read_knobs(rawdir),
            "sysctls": t.sysctls_json(sysctls, SYSCTLS),
            "parts": {r["part"]: part_json(r) for r in runs}, "ladder": rows}
-    tw.write_with_ladder(outdir, NAME, lines + [""], obj, rows)
+    # the tail's transmissions: all but the last dropped by nft (red), the last arrived (green)
+    panels = [(f"part {r['part']}: {title}", r["segs"],
+               {id(p) for p in r["sends"][:r["dropped"]]}, {id(r["sends"][-1])})
+              for r, (_, title) in zip(runs, PARTS)]
+    caption = f"{NAME}: time-sequence at the client's end of the veth, kernel {kernel}"
+    tw.write_with_ladder(outdir, NAME, lines + [""], obj, rows, more=[(
+        "tseq_svg", f"{NAME}-tseq.svg", "time-sequence",
+        lambda path: tcplab_tseq.write_tmp(path, panels, caption))])
 
 
 if __name__ == "__main__":

@@ -317,15 +317,24 @@ def ladder_lines(rows):
             pkt.ladder_text(rows))
 
 
-def write_with_ladder(outdir, name, lines, obj, rows, client=CLIENT_COL, server=SERVER_COL):
+def write_with_ladder(outdir, name, lines, obj, rows, client=CLIENT_COL, server=SERVER_COL,
+                      more=()):
     """The one way the wire reports write their outputs: the .txt (lines, then the line about
-    the svg) and the .json, and beside them NAME-ladder.svg drawn from the ladder rows (mscgen;
-    its name in obj["ladder_svg"]; a tool that cannot draw it is a line in the .txt, never a
-    failure).  The svg's temporary file is removed whatever happens."""
+    the svg) and the .json, and beside them NAME-ladder.svg drawn from the ladder rows (its name
+    in obj["ladder_svg"]).  more: further pictures, (json key, file name, what, write_tmp) each,
+    write_tmp(path) drawing it into a temporary file and returning that file's name; each is
+    named in obj[key] and in a line "WHAT svg: NAME".  Every temporary file is removed whatever
+    happens."""
     made = {}
     try:
         obj["ladder_svg"], said = pkt.ladder_svg(outdir, f"{name}-ladder.svg", rows, client,
                                                  server, made)
-        t.write_outputs(outdir, name, lines + [said], obj, made)
+        said = [said]
+        for key, fname, what, draw in more:
+            path = os.path.join(outdir, fname)
+            made[path] = draw(path)
+            obj[key] = fname
+            said.append(f"{what} svg: {fname}")
+        t.write_outputs(outdir, name, lines + said, obj, made)
     finally:
         pkt.drop_made(made)
