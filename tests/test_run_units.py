@@ -311,7 +311,8 @@ def test_killing_a_probe_or_fixture_fails_the_unit(tmp_path, bindir, comm, sig):
     # (tl_unwatch gives tee 5 s), a stopped listener never: the limit comes first
     ("p01-synretry", "tee", "connect_block", 10, {}),
     pytest.param("p01-synretry", "listener", "connect_block", 10, {}, marks=pytest.mark.slow),
-    ("p01-connect-time", "connect_many", None, 10, {"TL_CONNECTS": "20000"}),
+    pytest.param("p01-connect-time", "connect_many", None, 10, {"TL_CONNECTS": "20000"},
+                 marks=pytest.mark.slow),
 ])
 def test_a_stopped_process_times_the_unit_out(tmp_path, bindir, unit, comm, after, limit, env):
     """Stopped once it is past its readiness checks (the unit under way), so only the bound
