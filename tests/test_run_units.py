@@ -310,7 +310,7 @@ def test_killing_a_probe_or_fixture_fails_the_unit(tmp_path, bindir, comm, sig):
     # p01-synretry takes about 7 s; a stopped tee would make it fail by itself at about 12 s
     # (tl_unwatch gives tee 5 s), a stopped listener never: the limit comes first
     ("p01-synretry", "tee", "connect_block", 10, {}),
-    pytest.param("p01-synretry", "listener", "connect_block", 10, {}, marks=pytest.mark.slow),
+    ("p01-synretry", "listener", "connect_block", 10, {}),
     pytest.param("p01-connect-time", "connect_many", None, 10, {"TL_CONNECTS": "20000"},
                  marks=pytest.mark.slow),
 ])
