@@ -53,8 +53,14 @@ def check_crosscheck(p):
     x = p["crosscheck"]
     assert x["capture"] == x["TcpRetransSegs"] == len(p["tail_sends"]) - 1
     if "blind" not in p["tcpevents"]:
-        assert x["tcpevents"] == x["capture"]
         assert p["tcpevents"]["lost"] == 0
+        assert x["tcpevents"] <= x["capture"]
+        if x["tcpevents"] < x["capture"]:
+            # tcpevents saw fewer than the capture and the counter (twice in loaded CI runs of
+            # 4 December, cause open: docs/tcpevents.md): the report must say so, and only that
+            assert [d for d in p.get("disagree", []) if not d.startswith("tcpevents")] == [], p
+            assert any(d.startswith("tcpevents") for d in p["disagree"]), p
+            return
     assert "disagree" not in p
 
 
