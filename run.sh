@@ -2,6 +2,21 @@
 # run.sh — the one entry point for tcplab experiments.  See ./run.sh --help.
 set -euo pipefail
 export LC_ALL=C
+# Until rs_start sets the real traps (the output directory locked, the run's record written), a
+# signal ends run.sh at once with 128+N: nothing is made yet that needs undoing.  Without it bash
+# ignores SIGQUIT and dies of the others by their default action, with no status of its own (CI:
+# SIGQUIT then SIGHUP to run.sh while it still checked its build: killed by SIGHUP).  Set before
+# the first thing that can take time (git describe, below: CI sent SIGQUIT then SIGTERM while it
+# ran, and run.sh died of SIGTERM).  Each action ends in a `)` line: rs_trap_signals says why.
+rs_early_signal() {
+	exit "$2"
+}
+for _sig in 'INT 130' 'TERM 143' 'HUP 129' 'QUIT 131'; do
+	# shellcheck disable=SC2064 # the action is fixed here, on purpose
+	trap "rs_early_signal $_sig
+)" "${_sig%% *}"
+done
+unset _sig
 
 TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 PY=/usr/bin/python3
@@ -67,14 +82,6 @@ ensure_installed() {
 . "$TOP/experiments/lib/wire.sh"
 # shellcheck source=experiments/lib/runstate.sh
 . "$TOP/experiments/lib/runstate.sh"
-# Until rs_start sets the real traps (the output directory locked, the run's record written), a
-# signal ends run.sh at once with 128+N: nothing is made yet that needs undoing.  Without it bash
-# ignores SIGQUIT and dies of the others by their default action, with no status of its own (CI:
-# SIGQUIT then SIGHUP to run.sh while it still checked its build: killed by SIGHUP).
-rs_early_signal() {
-	exit "$2"
-}
-rs_trap_signals rs_early_signal 'INT 130' 'TERM 143' 'HUP 129' 'QUIT 131'
 EXIT_FAIL=1 EXIT_USAGE=2 EXIT_SKIP=4
 UNIT_SKIPPED=3	# a collect script's exit status for "cannot run on this kernel" (tl_skip)
 

@@ -513,6 +513,37 @@ def test_double_signals(tmp_path):
     assert not leaks, "\n".join(leaks)
 
 
+def test_signals_while_it_reads_its_version(tmp_path):
+    """SIGQUIT and SIGTERM to run.sh while `git describe`, its first step that can take time,
+    still runs: it exits 131 or 143, never dies of the signal with nothing said (CI on df4ad49:
+    test_double_signals, SIGQUIT+SIGTERM, killed by SIGTERM, its traps not yet set)."""
+    bindir, mark = tmp_path / "bin", tmp_path / "git-started"
+    bindir.mkdir()
+    git = bindir / "git"
+    # a git that is slow: the signals come while run.sh waits for it
+    git.write_text(f"#!/bin/sh\n: > '{mark}'\nsleep 1\nexit 1\n")
+    git.chmod(0o755)
+    env = dict(os.environ, PATH=f"{bindir}:{os.environ['PATH']}")
+    out = tmp_path / "out"
+    p = subprocess.Popen([RUN, "--out", str(out), "p01-synretry-default"], stdout=subprocess.DEVNULL,
+                         stderr=subprocess.PIPE, text=True, env=env, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 30
+        while not mark.exists():
+            assert p.poll() is None, f"run.sh ended before it ran git: {p.returncode}"
+            assert time.monotonic() < deadline, "run.sh never ran git"
+            time.sleep(0.01)
+        os.kill(p.pid, signal.SIGQUIT)
+        os.kill(p.pid, signal.SIGTERM)
+        _, err = p.communicate(timeout=30)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert p.returncode in (128 + signal.SIGQUIT, 128 + signal.SIGTERM), (p.returncode, err)
+    assert not out.exists(), "an output directory made by a run stopped before it began"
+
+
 # ---- with --kernel: QEMU -----------------------------------------------------------------------
 
 def need_vm():
