@@ -691,6 +691,19 @@ def _tmp_for(path):
     return fd, tmp
 
 
+def write_tmp_text(path, text):
+    """text into a temporary file beside path (.NAME.XXXX.tmp-PID, as _tmp_for makes it) → its
+    name; the caller renames it (write_outputs(made=)).  Nothing is left if the write fails."""
+    fd, tmp = _tmp_for(path)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+    return tmp
+
+
 def atomic_write_all(files):
     """Write {path: text} through temporary files, renamed only once all are written: a reader
     sees the old files or the new ones, never half of one, and a failure leaves the old ones."""

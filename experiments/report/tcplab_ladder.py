@@ -9,7 +9,6 @@ receiver, labelled above it on a white background; a socket state seen by sockwa
 that side's line at the time it was seen; every note is wrapped in a box in the margin column.
 A row with "sep" starts a band with its heading (a part of a report).  Same rows, same bytes."""
 import math
-import os
 import re
 from xml.sax.saxutils import escape
 
@@ -309,11 +308,4 @@ def svg(rows, client="client", server="server", notes_title="notes"):
 def write_tmp(path, rows, client, server):
     """The ladder of rows into a temporary file beside path (renamed by
     tcplab.write_outputs(made=)) → its name."""
-    fd, tmp = t._tmp_for(path)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(svg(rows, client, server))
-    except BaseException:
-        os.unlink(tmp)
-        raise
-    return tmp
+    return t.write_tmp_text(path, svg(rows, client, server))

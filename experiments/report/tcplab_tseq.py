@@ -11,7 +11,6 @@ carries is a purple bar just right of that ACK.  Every element carries a class (
 dropped, seg again, ack, ackpt, sack), so the picture can be checked as data.
 Same panels, same bytes."""
 import math
-import os
 
 import tcplab as t
 from tcplab_ladder import f1, text
@@ -149,11 +148,4 @@ def svg(panels, caption):
 def write_tmp(path, panels, caption):
     """The picture into a temporary file beside path (renamed by tcplab.write_outputs(made=))
     → its name."""
-    fd, tmp = t._tmp_for(path)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(svg(panels, caption))
-    except BaseException:
-        os.unlink(tmp)
-        raise
-    return tmp
+    return t.write_tmp_text(path, svg(panels, caption))
