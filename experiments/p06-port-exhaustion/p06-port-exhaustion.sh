@@ -102,7 +102,26 @@ settle() {
 		[ "$_wall" -eq 0 ] || [ "$_wtw" -ne "$_wall" ] || return 0
 		_wleft=$((_wleft - 1))
 		[ "$_wleft" -gt 0 ] ||
-			tl_die "$_wn: $_wall sockets on port $_wp, $_wtw of them TIME-WAIT, after 300 snapshots"
+			tl_die "$_wn: $_wall sockets on port $_wp, $_wtw of them TIME-WAIT, after 300 snapshots" \
+				"($(sed -n 's/^TCP: .* \(tw [0-9]*\) .*/sockstat \1/p' /proc/thread-self/net/sockstat)," \
+				"tcp_max_tw_buckets $(cat /proc/sys/net/ipv4/tcp_max_tw_buckets))"
+		sleep 0.01
+	done
+}
+
+# settle_all NAME: sock_diag snapshots of every IPv4 TCP socket of the client namespace until each
+# is TIME-WAIT or LISTEN, at most 300 tries; the last snapshot is raw/NAME.txt.  Then no socket
+# of an earlier part is still closing, to become a TIME-WAIT socket after sockstat is read and
+# take the room made for the next part's (CI: the buckets part once found no TIME-WAIT socket
+# of its own at all)
+settle_all() {
+	_sl=300
+	while :; do
+		"$TL_BIN/sockwatch" -1 -4 > "$RAW/$1.txt" || tl_die "sockwatch -1 failed"
+		_sbusy=$(grep '^t_s=' "$RAW/$1.txt" | grep -cv ' state=\(TIME-WAIT\|LISTEN\) ') || _sbusy=0
+		[ "$_sbusy" -ne 0 ] || return 0
+		_sl=$((_sl - 1))
+		[ "$_sl" -gt 0 ] || tl_die "$1: $_sbusy sockets neither TIME-WAIT nor LISTEN after 300 snapshots"
 		sleep 0.01
 	done
 }
@@ -235,9 +254,11 @@ PART=buckets
 # tcp_tw_reuse 0 for this part: with 1 (the part before), the last connect() may take a port
 # whose TIME-WAIT socket is older than tcp_tw_reuse_delay (1 s) and end that socket
 # (TWRecycled: +2 in this part in a 7.2 guest), leaving fewer TIME-WAIT sockets than the room
-# made.  Then one read of sockstat, kept and counted: the report's TIME-WAIT count before
+# made.  Then every socket of the earlier parts settled (settle_all), and one read of sockstat,
+# kept and counted: the report's TIME-WAIT count before
 # the part is this file's (two reads once differed by one, under CI's load)
 set_sysctl tcp_tw_reuse 0
+settle_all buckets-settled
 cat /proc/thread-self/net/sockstat > "$RAW/buckets-sockstat-before.txt" || tl_die "sockstat"
 _tw=$(sed -n 's/^TCP: .* tw \([0-9]*\) .*/\1/p' "$RAW/buckets-sockstat-before.txt")
 [ -n "$_tw" ] || tl_die "no tw in /proc/thread-self/net/sockstat"
