@@ -18,6 +18,7 @@
 #include "tcpevents.h"
 #include "tcpevents.skel.h"
 
+#include <bpf/bpf.h>
 #include <bpf/btf.h>
 #include <bpf/libbpf.h>
 #include <arpa/inet.h>
@@ -27,6 +28,7 @@
 #include <inttypes.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -182,9 +184,16 @@ static int rec_valid(const struct tcpev_rec *e)
 	return 0;
 }
 
-static void print_end(uint64_t t_ns, uint64_t lost)
+/* The end line of an END record: missed= is its reason with TCPEV_F_ARG, else "-" (a kernel
+ * before 5.12, which does not count them, or a record written before tcpevents counted them). */
+static void print_end(const struct tcpev_rec *e)
 {
-	printf("end t_ns=%" PRIu64 " events=%llu lost=%" PRIu64 "\n", t_ns, env.events, lost);
+	printf("end t_ns=%" PRIu64 " events=%llu lost=%" PRIu64, (uint64_t)e->t_ns, env.events,
+	       (uint64_t)e->lost);
+	if (e->flags & TCPEV_F_ARG)
+		printf(" missed=%u\n", e->reason);
+	else
+		printf(" missed=-\n");
 }
 
 /* ---- replay ------------------------------------------------------------------------------- */
@@ -208,7 +217,7 @@ static int replay_records(const char *buf, size_t len)
 	for (; len - off >= sizeof(e); off += sizeof(e)) {
 		memcpy(&e, buf + off, sizeof(e));
 		if (e.type == TCPEV_END) {
-			print_end(e.t_ns, e.lost);
+			print_end(&e);
 			if (len - off != sizeof(e))
 				break;
 			return 0;
@@ -424,11 +433,42 @@ static int open_record(void)
 	return 0;
 }
 
+/* The events the kernel did not hand to a program because that program was already running on
+ * the same CPU (bpf_prog_info.recursion_misses, summed over the programs loaded), into *sum.
+ * 0; or -1 and errno: EOPNOTSUPP for a kernel that does not count them (before 5.12 the info it
+ * returns stops short of the field). */
+static int recursion_misses(const struct bpf_object *obj, uint64_t *sum)
+{
+	const size_t need = offsetof(struct bpf_prog_info, recursion_misses) +
+			    sizeof(((struct bpf_prog_info *)0)->recursion_misses);
+	struct bpf_program *prog;
+
+	*sum = 0;
+	bpf_object__for_each_program(prog, obj) {
+		struct bpf_prog_info info;
+		__u32 len = sizeof(info);
+		int fd = bpf_program__fd(prog);
+
+		if (fd < 0)	/* not loaded: a variant this kernel does not need */
+			continue;
+		memset(&info, 0, sizeof(info));
+		if (bpf_obj_get_info_by_fd(fd, &info, &len) != 0)
+			return -1;
+		if (len < need) {
+			errno = EOPNOTSUPP;
+			return -1;
+		}
+		*sum += info.recursion_misses;
+	}
+	return 0;
+}
+
 /* Poll until a signal or -t; then the events still queued, and the end line (and record). */
 static int poll_loop(struct tcpevents_bpf *skel, struct ring_buffer *rb)
 {
 	int64_t end = env.timeout_ms ? tl_now_ns() + env.timeout_ms * 1000000 : 0;
-	struct tcpev_rec last = { .type = TCPEV_END };
+	struct tcpev_rec last = { .type = TCPEV_END, .reason = TCPEV_NO_REASON };
+	uint64_t missed;
 	int n = 0;
 
 	while (!env.stop && (end == 0 || tl_now_ns() < end)) {
@@ -450,7 +490,14 @@ static int poll_loop(struct tcpevents_bpf *skel, struct ring_buffer *rb)
 	}
 	last.t_ns = (uint64_t)tl_now_ns();
 	last.lost = __atomic_load_n(&skel->bss->lost, __ATOMIC_RELAXED);
-	print_end(last.t_ns, last.lost);
+	if (recursion_misses(skel->obj, &missed) == 0) {
+		last.flags |= TCPEV_F_ARG;
+		last.reason = missed > UINT32_MAX - 1 ? UINT32_MAX - 1 : (uint32_t)missed;
+	} else if (errno != EOPNOTSUPP) {
+		tl_warn("the programs' recursion misses");
+		return -1;
+	}
+	print_end(&last);
 	if (env.rec != NULL && fwrite(&last, sizeof(last), 1, env.rec) != 1) {
 		tl_warn("%s: cannot write the record", env.record);
 		return -1;

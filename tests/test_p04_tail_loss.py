@@ -169,6 +169,32 @@ def test_report_without_tcpevents_says_why(tmp_path):
     assert "retransmissions tcpevents -," in text
 
 
+@pytest.mark.parametrize("missed", ["1", "-"])
+def test_report_names_the_events_tcpevents_missed(tmp_path, missed):
+    """A retransmission tcpevents did not see, and its end line's missed= (the programs'
+    recursion misses): the DISAGREE line gives the figure when the kernel counted one, and the
+    tcpevents line shows it; with missed=- (a kernel before 5.12) neither does."""
+    def edit(d):
+        f = d / "rto-tcpevents.txt"
+        lines = f.read_text().splitlines()
+        i = next(k for k, l in enumerate(lines) if " event=retrans " in l)
+        del lines[i]
+        end = lines[-1].split()
+        end = [f"events={len(lines) - 2}" if w.startswith("events=") else w for w in end]
+        lines[-1] = " ".join(end) + f" missed={missed}"
+        f.write_text("\n".join(lines) + "\n")
+    out = tmp_path / "out"
+    out.mkdir()
+    r = R.run(R.broken_copy(tmp_path, edit), out)
+    assert r.returncode == 0, r.stderr
+    text = (out / f"{NAME}.txt").read_text()
+    dis = [l for l in text.splitlines() if l.startswith("DISAGREE: tcpevents")]
+    assert len(dis) == 1 and "tcpevents has 2, client TcpRetransSegs +3" in dis[0], dis
+    assert ("tcpevents missed=1" in dis[0]) == (missed == "1"), dis
+    assert (" lost=0 missed=1:" in text) == (missed == "1")
+    assert R.load(out)["parts"]["rto"]["tcpevents"].get("missed") == (1 if missed == "1" else None)
+
+
 def test_report_usage():
     r = subprocess.run([PY, R.path], capture_output=True, text=True, timeout=30)
     assert r.returncode == 2 and r.stderr.count("\n") == 1

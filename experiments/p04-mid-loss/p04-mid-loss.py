@@ -154,7 +154,8 @@ def read_events(rawdir, part):
         raise t.RawError(f"{path}: the end line counts {end.int('events', 0)} events, "
                          f"the file has {len(evs)}")
     return {"retrans": [{"t_ns": e.int("t_ns"), "err": e.str("err")} for e in evs
-                        if e.str("event") == "retrans"], "lost": end.int("lost", 0)}
+                        if e.str("event") == "retrans"], "lost": end.int("lost", 0),
+            "missed": t.tcpevents_missed(end)}
 
 
 def one_part(rawdir, name, params, hz):
@@ -233,9 +234,10 @@ def one_part(rawdir, name, params, hz):
     dis = [pkt.count_check("client segments sent again", len(again), "client TcpRetransSegs",
                            pkt.counter_delta(cc, "TcpRetransSegs"))]
     if ev_retrans is not None:
-        dis.append(pkt.count_check("tcpevents' retransmissions (err=0)",
-                                   sum(1 for e in ev_retrans if e["err"] == "0"),
-                                   "client TcpRetransSegs", pkt.counter_delta(cc, "TcpRetransSegs")))
+        dis.append(t.tcpevents_short("tcpevents' retransmissions (err=0)",
+                                     sum(1 for e in ev_retrans if e["err"] == "0"),
+                                     "client TcpRetransSegs", pkt.counter_delta(cc, "TcpRetransSegs"),
+                                     ev.get("missed")))
     out["disagree"] = [d for d in dis if d]
     return out
 
@@ -300,7 +302,8 @@ def part_lines(r, title):
         lines.append(f"tcpevents could not run: {ev['blind']}")
     else:
         lines.append(f"tcpevents (client namespace): {len(r['ev_retrans'])} retransmission(s) "
-                     f"(tcp:tcp_retransmit_skb), lost={ev['lost']}:")
+                     f"(tcp:tcp_retransmit_skb), lost={ev['lost']}"
+                     + ("" if ev.get("missed") is None else f" missed={ev['missed']}") + ":")
         for e in r["ev_retrans"]:
             lines.append(f"  {ms(e['t_ns']):10.3f}  retrans err={e['err']}")
     x = r["crosscheck"]
@@ -341,7 +344,8 @@ def part_json(r):
             "gap_us": r["gap_us"], "how": {"cause": cause, "rule": rule_txt},
             "tcpevents": ({"blind": ev["blind"]} if "blind" in ev else
                           {"retrans_ms": [ms(e["t_ns"]) for e in r["ev_retrans"]],
-                           "lost": ev["lost"]}),
+                           "lost": ev["lost"],
+                           **({} if ev.get("missed") is None else {"missed": ev["missed"]})}),
             "crosscheck": r["crosscheck"], "counters": r["counters"],
             "server_counters": r["server_counters"], "capture": pkt.capture_json(r["capture"]),
             **({"disagree": r["disagree"]} if r["disagree"] else {})}

@@ -70,7 +70,7 @@ def read_events(rawdir, part):
     if end.int("events", 0) != len(evs):
         raise t.RawError(f"{path}: the end line counts {end.int('events', 0)} events, "
                          f"the file has {len(evs)}")
-    return {"events": evs, "lost": end.int("lost", 0)}
+    return {"events": evs, "lost": end.int("lost", 0), "missed": t.tcpevents_missed(end)}
 
 
 def jiffies(ms, hz):
@@ -158,9 +158,10 @@ def one_part(rawdir, name, params, hz, rto_min_us):
     dis = [pkt.count_check("client segments sent again", len(again), "client TcpRetransSegs",
                            pkt.counter_delta(cc, "TcpRetransSegs"))]
     if ev_retrans is not None:
-        dis.append(pkt.count_check("tcpevents' retransmissions (err=0)",
-                                   sum(1 for e in ev_retrans if e["err"] == "0"),
-                                   "client TcpRetransSegs", pkt.counter_delta(cc, "TcpRetransSegs")))
+        dis.append(t.tcpevents_short("tcpevents' retransmissions (err=0)",
+                                     sum(1 for e in ev_retrans if e["err"] == "0"),
+                                     "client TcpRetransSegs", pkt.counter_delta(cc, "TcpRetransSegs"),
+                                     ev.get("missed")))
     dis += [f"{c['what']}: {c['measured_ms']:.3f} ms, outside {c['lo_ms']:.3f}..{c['hi_ms']:.3f}"
             for c in checks if not c["ok"]]
     out["disagree"] = [d for d in dis if d]
@@ -212,7 +213,8 @@ def part_lines(r, title, hz):
         lines.append(f"tcpevents could not run: {ev['blind']}")
     else:
         lines.append(f"tcpevents (client namespace): {len(r['ev_retrans'])} retransmission(s) "
-                     f"(tcp:tcp_retransmit_skb), lost={ev['lost']}:")
+                     f"(tcp:tcp_retransmit_skb), lost={ev['lost']}"
+                     + ("" if ev.get("missed") is None else f" missed={ev['missed']}") + ":")
         for e in r["ev_retrans"]:
             lines.append(f"  {ms(e['t_ns']):10.3f}  retrans err={e['err']}")
     x = r["crosscheck"]
@@ -253,7 +255,8 @@ def part_json(r):
             "sockwatch": r["sockwatch"], "backoffs": r["backoffs"],
             "tcpevents": ({"blind": ev["blind"]} if "blind" in ev else
                           {"retrans_ms": [ms(e["t_ns"]) for e in r["ev_retrans"]],
-                           "lost": ev["lost"]}),
+                           "lost": ev["lost"],
+                           **({} if ev.get("missed") is None else {"missed": ev["missed"]})}),
             "crosscheck": r["crosscheck"], "counters": r["counters"],
             "server_counters": r["server_counters"], "capture": pkt.capture_json(r["capture"]),
             **({"disagree": r["disagree"]} if r["disagree"] else {})}

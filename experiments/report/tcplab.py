@@ -183,6 +183,23 @@ def numbers(d, strings=()):
     return {k: v if k in strings else num(v, f"{d.path}: {k}") for k, v in d.items()}
 
 
+def tcpevents_missed(end):
+    """tcpevents' end line (Fields) → its missed= count: the events the kernel ran no program
+    for, that program already running on the CPU (recursion misses); or None: "-" (a kernel
+    before 5.12 does not count them) or no missed= at all (a tcpevents before it counted)."""
+    return None if end.str("missed", default="-") == "-" else end.int("missed")
+
+
+def tcpevents_short(what, seen, counter, delta, missed):
+    """count_check's text (tcplab_pkt) for tcpevents' count beside a counter, and when the
+    kernel counted events it ran no program for, that figure too."""
+    if delta is None or seen == delta:
+        return None
+    return (f"{what}: tcpevents has {seen}, {counter} {delta:+d}"
+            + (f"; tcpevents missed={missed} (events the kernel ran no program for)"
+               if missed else ""))
+
+
 def read_kv_lines(path, prefix=None, optional=False):
     """Every line of a raw file parsed as key=value; with prefix, only lines starting with it."""
     lines = read_lines(path, optional)

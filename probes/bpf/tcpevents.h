@@ -3,7 +3,8 @@
  *
  * A record file is a 16-byte header (TCPEV_MAGIC, then the version and the record size as
  * 32-bit numbers) and then the records as they came from the ring buffer, with one
- * TCPEV_END record last (its lost field: the events the ring buffer had no room for).
+ * TCPEV_END record last (its lost field: the events the ring buffer had no room for; its reason,
+ * with TCPEV_F_ARG: the events the kernel did not run a program for, recursion misses).
  * Change the layout only with a new TCPEV_VERSION.
  */
 #ifndef TCPEVENTS_H
@@ -43,7 +44,9 @@ struct tcpev_rec {
 				 * socket's substate) or at the event */
 	__u32 cwnd, ssthresh, srtt_us, snd_wnd;	/* TCPEV_PROBE */
 	__u32 reason;		/* with TCPEV_F_ARG: TCPEV_RST_SENT's enum sk_rst_reason,
-				 * TCPEV_RETRANS's error as an int (0: sent) */
+				 * TCPEV_RETRANS's error as an int (0: sent), TCPEV_END's
+				 * events missed (the programs' recursion misses; without
+				 * the flag the kernel did not count them) */
 	__u64 lost;		/* TCPEV_END: events lost, the ring buffer full */
 };
 
