@@ -8,6 +8,7 @@ import secrets
 import shutil
 import signal
 import subprocess
+import tempfile
 import time
 
 import pytest
@@ -81,20 +82,45 @@ class Run:
         self.tag = secrets.token_hex(6)
         self.timeout = timeout
         e = dict(os.environ, **{TAG: self.tag}, **(env or {}))
-        self.p = subprocess.Popen([RUN, *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        # stderr into a file, so that a wait that fails can say what run.sh had printed
+        self.err = tempfile.TemporaryFile(mode="w+")
+        self.p = subprocess.Popen([RUN, *args], stdout=subprocess.DEVNULL, stderr=self.err,
                                   text=True, env=e)
 
-    def pid_of(self, comm, after=None, timeout=30):
-        """The pid of the unit's program comm, once it (and after, when given) is running."""
+    def stderr(self):
+        self.err.seek(0)
+        return self.err.read()
+
+    def pid_of(self, comm, after=None, timeout=60):
+        """The pid of the unit's program comm, once it (and after, when given) is running.
+        Fails at once if run.sh ended first, and either way with what run.sh printed (CI's
+        check-rest, loaded by guests: two of these waits ran out at 30 s, saying nothing)."""
         def find():
+            if self.p.poll() is not None:
+                raise AssertionError(f"run.sh exited {self.p.returncode} before {comm} was seen "
+                                     f"in the unit:\n{self.stderr()[-3000:]}")
             if after and not tagged(self.tag, after):
                 return None
             pids = tagged(self.tag, comm)
             return pids[0] if pids else None
-        return wait_for(find, timeout, f"{comm} in the unit")
+        try:
+            return wait_for(find, timeout, f"{comm} in the unit")
+        except AssertionError as e:
+            if self.p.poll() is None:
+                self.p.kill()
+                self.p.wait()
+                raise AssertionError(f"{e}; run.sh had printed:\n{self.stderr()[-3000:]}") from None
+            raise
 
     def finish(self):
-        _, err = self.p.communicate(timeout=self.timeout)
+        try:
+            self.p.wait(timeout=self.timeout)
+        finally:
+            if self.p.poll() is None:
+                self.p.kill()
+                self.p.wait()
+        err = self.stderr()
+        self.err.close()
         return self.p.returncode, err
 
 

@@ -182,21 +182,38 @@ def test_tmux_panes_connect_send_close(tmp_path, bindir, own_state_dir):
     assert subprocess.run(["tmux", "-S", m.group(1), "ls"], capture_output=True).returncode != 0
 
 
+# The python3 -c program is in single quotes: no apostrophe in it (one in a comment once ended
+# the quote there, and the rest became arguments: the client never waited, and CI's loaded run
+# sampled no ESTAB).  test_here_document_program_is_whole checks it.
 HEREDOC = f"""\
 nsenter --net=/run/netns/$TL_NS_SERVER echo_server -p {PORT} -b poll -a 192.0.2.2 > "$ECHO_OUT" &
 until grep -q '^ready ' "$ECHO_OUT"; do sleep 0.01; done
-python3 -c 'import re, socket, time
+python3 -c 'import glob, re, socket, time
 s = socket.create_connection(("192.0.2.2", {PORT}))
 s.sendall(b"hello\\n")
 print("got", s.recv(100))
 deadline = time.monotonic() + 30
-seen = re.compile(r"client\\s+\\w+\\s+ESTAB")     # the client's own ESTAB, not the server's
-while not seen.search(open("'"$EVENTS"'").read()) and time.monotonic() < deadline:
+seen = re.compile(r"client\\s+\\w+\\s+ESTAB")     # the ESTAB of the client, not of the server
+# globbed here each time: the live pane may not have made its file yet when the shell starts
+def shown():
+    files = glob.glob("'"$EVENTS"'")
+    return len(files) == 1 and seen.search(open(files[0]).read())
+while not shown() and time.monotonic() < deadline:
     time.sleep(0.01)
+print("ESTAB shown" if shown() else "ESTAB never shown")
 s.close()'
 echo done-with-it
 exit
 """
+
+
+def test_here_document_program_is_whole():
+    """The shell passes the whole python3 -c program, as one argument, to python3."""
+    prog = HEREDOC.split("python3 -c '", 1)[1].split("'\n", 1)[0]
+    # what the shell makes of the line: the words of python3 -c ... up to the end of the quote
+    words = subprocess.run(["bash", "-c", "EVENTS=x; printf '%s\\0' python3 -c '" + prog + "'"],
+                           capture_output=True, text=True, check=True).stdout.split("\0")[:-1]
+    assert len(words) == 3 and "print(\"ESTAB shown\"" in words[2], words[3:]
 
 
 def test_shell_here_document(tmp_path, bindir, own_state_dir):
@@ -206,11 +223,12 @@ def test_shell_here_document(tmp_path, bindir, own_state_dir):
     # the client waits, before it closes, until the live events show its ESTAB (the sampling
     # of a loaded machine can miss a state that lasts less than a sample)
     events_glob = str(out / ".tmp-*" / "events.txt")
-    script = "EVENTS=$(echo " + events_glob + ")\n" + HEREDOC
+    script = f"EVENTS='{events_glob}'\n" + HEREDOC
     r = subprocess.run([SANDBOX, "--out", str(out), "--shell", "client"], input=script,
                        capture_output=True, text=True, env=env, timeout=DEADLINE_S * 2)
     assert r.returncode == 0, r.stderr
     assert "got b'hello\\n'" in r.stdout and "done-with-it" in r.stdout, r.stdout
+    assert "ESTAB shown" in r.stdout, r.stdout
     assert "connections on the wire: 1" in r.stdout     # the summary, printed at the end
     assert_outputs(out)
     assert_nothing_left(out, before, own_state_dir)
@@ -325,13 +343,13 @@ def test_unprivileged_in_a_user_namespace(nobody_dir, bindir):
     out = os.path.join(nobody_dir, "out")
     env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "HOME": nobody_dir, "LC_ALL": "C",
            "ECHO_OUT": os.path.join(nobody_dir, "echo.txt")}
-    script = "EVENTS=$(echo " + out + "/.tmp-*/events.txt)\n" + HEREDOC
+    script = f"EVENTS='{out}/.tmp-*/events.txt'\n" + HEREDOC
     r = subprocess.run(["setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups",
                         SANDBOX, "--out", out, "--shell", "client"], input=script,
                        capture_output=True, text=True, env=env, timeout=DEADLINE_S * 2,
                        cwd=nobody_dir)
     assert r.returncode == 0, r.stderr
-    assert "got b'hello\\n'" in r.stdout, r.stdout
+    assert "got b'hello\\n'" in r.stdout and "ESTAB shown" in r.stdout, r.stdout
     assert_outputs(out)
     assert os.stat(os.path.join(out, "sandbox.json")).st_uid == 65534
     assert procs_naming(out) == []
