@@ -52,6 +52,10 @@ def common(j, p):
     return prm
 
 
+# make sanitize runs the tests on the ASan/UBSan build (TCPLAB_BUILD=build-san, Makefile)
+SANITIZER_BUILD = os.environ.get("TCPLAB_BUILD", "build").rstrip("/").endswith("build-san")
+
+
 def check_sack(j):
     p = j["parts"]["sack"]
     prm = common(j, p)
@@ -73,8 +77,15 @@ def check_nosack(j):
     prm = common(j, p)
     assert p["tcp_sack"] == [0, 0] and not p["sackok"]
     assert all(d["sack"] == [] for d in p["dup_acks"])
-    # NewReno: the hole is sent again at the tcp_reordering-th duplicate ACK
-    assert p["dup_before_rtx"] == int(j["sysctls"]["net.ipv4.tcp_reordering"])
+    # NewReno: the hole is sent again at the tcp_reordering-th duplicate ACK.  Under ASan the
+    # sender holds its socket longer (a slower send()), so duplicate ACKs that come meanwhile
+    # wait in the socket's backlog and are processed together, and the capture can show one
+    # more before the retransmission (CI's sanitize pass: 4 with tcp_reordering 3); never fewer
+    reordering = int(j["sysctls"]["net.ipv4.tcp_reordering"])
+    if SANITIZER_BUILD:
+        assert reordering <= p["dup_before_rtx"] <= len(p["dup_acks"]), p["dup_before_rtx"]
+    else:
+        assert p["dup_before_rtx"] == reordering
     c = p["counters"]
     assert c["TcpExtTCPRenoRecovery"] == 1 and c["TcpExtTCPSackRecovery"] == 0
 
