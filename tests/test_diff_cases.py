@@ -181,6 +181,21 @@ def test_noise_is_no_difference(tmp_path, what, path, value):
     assert diff(tmp_path, base(), b) == ([], 0), what
 
 
+def test_a_p90_with_few_connects_above_it_is_not_compared(tmp_path):
+    """The p90 of 300 connects is the 30 slowest: CI's load moved it 12x between two runs of one
+    kernel (398.1 against 33.2 us).  Of 2000 it is the 200 slowest, and a tenfold move counts."""
+    def with_n(n, p90):
+        objs = base()
+        part = objs["p01-connect-time"]["parts"]["accept"]
+        part["n"] = n
+        part["us"]["p90"] = p90
+        return objs
+    assert diff(tmp_path / "300", with_n(300, 398.1), with_n(300, 33.2)) == ([], 0)
+    lines, rc = diff(tmp_path / "2000", with_n(2000, 398.1), with_n(2000, 33.2))
+    assert rc == 1 and "  accept: connect() time p90: 398.1 us in A, 33.2 us in B (12x apart)" \
+        in lines, lines
+
+
 def test_schedule_within_tolerance_is_no_difference(tmp_path):
     b = base()
     b["p01-synretry"] = synretry(retrans_at=(1.04, 3.10))
