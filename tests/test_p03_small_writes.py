@@ -75,12 +75,24 @@ def dsack_after(segs, rtx):
     return nxt is not None and nxt["ack"] >= rtx["seq"] + rtx["len"] and bool(sack)
 
 
-def check_retransmissions(r, rawdir, slack):
+def backlog_drops():
+    """Packets the kernel dropped so far because a CPU's input backlog was full (column 2 of
+    /proc/net/softnet_stat, one hex row per CPU, summed).  A veth pair and loopback hand every
+    packet to that backlog (netif_rx → enqueue_to_backlog, net/core/dev.c), shared by all
+    namespaces, and it holds net.core.netdev_max_backlog (1000) packets: another test's burst
+    can fill it and drop a segment of this one.  This machine's counter read 1822 after 17 h of
+    test runs."""
+    with open("/proc/net/softnet_stat") as f:
+        return sum(int(row.split()[1], 16) for row in f if row.strip())
+
+
+def check_retransmissions(r, rawdir, slack, drops=0):
     """A veth wire loses nothing, so the client sends nothing again, except when the machine is
     so loaded that a timer fires before the ACK is back (a loss probe waits only 2 srtt + 2
-    jiffies when more than one segment is out; CI on d08433d saw 2 in one part).  Then each
-    segment sent again is in the capture, is spurious (the server answers with a D-SACK: it had
-    the bytes), and there are few of them."""
+    jiffies when more than one segment is out; CI on d08433d saw 2 in one part), or that a full
+    input backlog drops a segment (drops: how many the machine's backlog dropped during the run).
+    Then each segment sent again is in the capture, there are few of them, and each is spurious
+    (the server answers with a D-SACK: it had the bytes) or one of the backlog's drops."""
     n = r["counters_client"]["TcpRetransSegs"]
     if n == 0:
         return
@@ -91,11 +103,13 @@ def check_retransmissions(r, rawdir, slack):
     segs = [x for x in rep.pkt.conn_packets(cap, r["local"]) if x["kind"] == "tcp"]
     again = rep.pkt.retransmitted(segs, "c>s")
     assert len(again) == n
-    for x in again:
-        assert x["len"] > 0 and dsack_after(segs, x), (r["part"], x)
+    lost = [x for x in again if not dsack_after(segs, x)]
+    assert all(x["len"] > 0 for x in again), (r["part"], again)
+    assert len(lost) <= drops, (r["part"], f"{len(lost)} sent again without a D-SACK, "
+                                f"{drops} dropped by a full backlog", lost)
 
 
-def check_facts(j, rawdir=None):
+def check_facts(j, rawdir=None, drops=0):
     c = j["constants"]
     timer, jiffy = c["tcp_delack_min_ms"], c["jiffy_ms"]
     p = j["parts"]
@@ -165,7 +179,7 @@ def check_facts(j, rawdir=None):
         assert ato == round(timer * 1000), ato
     for r in p.values():
         assert r["timewait"] == "TIME-WAIT"
-        check_retransmissions(r, rawdir, slack)
+        check_retransmissions(r, rawdir, slack, drops)
 
 
 @pytest.mark.parametrize("rawdir", HOSTS, ids=[d.split(os.sep)[-3] for d in HOSTS])
@@ -180,16 +194,18 @@ def test_a_reference_is_committed_for_some_kernel():
 @pytest.fixture(scope="module")
 def live(tmp_path_factory, bindir):
     d = tmp_path_factory.mktemp("p03")
+    before = backlog_drops()
     r = subprocess.run([RUN, "--out", str(d), UNIT], capture_output=True, text=True, timeout=200)
+    drops = backlog_drops() - before
     assert r.returncode == 0, r.stderr[-3000:]
     with open(d / f"{UNIT}.json") as f:
-        return d, json.load(f)
+        return d, json.load(f), drops
 
 
 @pytest.mark.netns
 @pytest.mark.timing     # ASan's slowdown moved a delayed ACK (server TcpExtDelayedACKs 2 in CI's
 def test_live_run_shows_the_kernel_facts(live):     # sanitize pass); make test runs it
-    check_facts(live[1], live[0] / "raw" / UNIT)
+    check_facts(live[1], live[0] / "raw" / UNIT, live[2])
 
 
 @pytest.mark.netns
@@ -198,7 +214,7 @@ def test_live_capture_agrees_with_tcpdump(live):
     that came a delayed-ACK timer after the client's segment."""
     if shutil.which("tcpdump") is None:
         pytest.skip("no tcpdump")
-    d, j = live
+    d, j, _ = live
     pcap = os.path.join(d, "raw", UNIT, "baseline-capture.pcap")
     r = subprocess.run(["tcpdump", "-nn", "-tt", "-r", pcap, "--time-stamp-precision=nano"],
                        capture_output=True, text=True, timeout=60)
@@ -249,6 +265,8 @@ def test_a_retransmission_passes_only_as_a_spurious_one(tmp_path):
     r = capture_with_a_retransmission(tmp_path, "nop,nop,ts")
     with pytest.raises(AssertionError):
         check_retransmissions(r, tmp_path, 5)
+    # ... unless the machine's backlog dropped a packet during the run
+    check_retransmissions(r, tmp_path, 5, drops=1)
 
 
 # ---- the report's own decoding ----------------------------------------------------------------
