@@ -292,6 +292,14 @@ clean:
 -include $(COMMON_OBJ:.o=.d) $(FXLIB_OBJ:.o=.d) $(PRLIB_OBJ:.o=.d) $(NETLINK_OBJ:.o=.d) $(FIXTURE_SRC:%.c=$(BUILD)/%.d) $(PROBE_SRC:%.c=$(BUILD)/%.d)
 
 # Kernel matrix (experiments/guest/vm.sh, docs/kernel-matrix.md): QEMU and what goes into the guest's initramfs.
+# The browser the picture test lays the ladders out in (tests/test_pictures_browser.py): Debian's
+# chromium, headless, and the font the pictures name.  Apart from make deps: a user running the
+# lab needs neither; CI installs them, and the test says it is skipped without them.
+BROWSER_DEB_PACKAGES := chromium fonts-dejavu-core
+.PHONY: deps-browser
+deps-browser:
+	$(call apt_install,deps-browser,$(BROWSER_DEB_PACKAGES),--no-install-recommends)
+
 .PHONY: deps-kernel
 KERNEL_DEB_PACKAGES := qemu-system-x86 busybox-static cpio xz-utils
 deps-kernel:

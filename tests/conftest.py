@@ -41,7 +41,7 @@ CAN_NETNS = _can_netns()
 PYTHON_ONLY = ("test_badinput_reports.py", "test_badinput_diff.py", "test_references_replay.py",
                "test_diff_cases.py", "test_diff_cli.py", "test_diff_grouping.py",
                "test_matrix.py", "test_rerun.py", "test_docs.py", "test_docs_self_contained.py",
-               "test_reports_sentences.py", "test_pkt_report.py")
+               "test_reports_sentences.py", "test_pkt_report.py", "test_pictures_browser.py")
 
 
 def tiered(cases, key, ids):

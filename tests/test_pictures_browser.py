@@ -1,0 +1,157 @@
+"""The pictures as a reader's browser draws them: every committed ladder and time-sequence SVG
+(outputs/*/*-ladder.svg, *-tseq.svg) is laid out by Debian's chromium, headless, and measured
+there: no two texts overlap, every text of a state or a note stays inside its box, and nothing
+leaves the picture.  tests/test_ladder_svg.py checks the geometry the report computes; this
+checks what the fonts of a real browser make of it (the report's CHAR_W against the glyphs).
+
+One chromium run loads one page holding all the pictures inline; its script measures each text
+with getBBox() and writes what it found into the page, which --dump-dom prints."""
+import glob
+import html
+import json
+import os
+import re
+import shutil
+import subprocess
+
+import pytest
+
+from conftest import TOP
+
+PICTURES = sorted(glob.glob(os.path.join(TOP, "outputs", "*", "*-ladder.svg")) +
+                  glob.glob(os.path.join(TOP, "outputs", "*", "*-tseq.svg")))
+FONT = "DejaVu Sans Mono"     # the pictures' font-family; fonts-dejavu-core
+SLACK = 0.5                   # px: rounding of a glyph's box
+
+# Measures every picture (a <template class="pic" data-name=...> around each inline <svg>), writes
+# {name: [problem, ...]} as JSON into <pre id="out">.  Two texts overlap when their boxes share
+# more than SLACK px both ways; a text of a g.state or g.note must lie inside that group's rect;
+# every text inside the svg's width and height.
+SCRIPT = r"""
+const SLACK = %(slack)s;
+// an element's box in the picture's own units, with every transform applied (a rotated axis
+// label), from the layout the browser made: the svg is drawn at its viewBox's size
+let origin;
+function box(e) {
+  const b = e.getBoundingClientRect();
+  return {x: b.left - origin.left, y: b.top - origin.top, w: b.width, h: b.height};
+}
+function meet(a, b) {
+  return Math.min(a.x + a.w, b.x + b.w) - Math.max(a.x, b.x) > SLACK &&
+         Math.min(a.y + a.h, b.y + b.h) - Math.max(a.y, b.y) > SLACK;
+}
+function inside(a, r) {
+  return a.x >= r.x - SLACK && a.y >= r.y - SLACK &&
+         a.x + a.w <= r.x + r.w + SLACK && a.y + a.h <= r.y + r.h + SLACK;
+}
+function say(t, b) { return JSON.stringify(t.textContent.slice(0, 60)) + " at " +
+                     [b.x, b.y, b.w, b.h].map(v => v.toFixed(1)).join(","); }
+const out = {};
+for (const tpl of document.querySelectorAll("template.pic")) {
+  // each picture in a shadow root of its own: a <style> in one (the time-sequence plots have
+  // one) styles only that one, as it does in a browser showing the file
+  const host = document.createElement("div");
+  document.body.appendChild(host);
+  host.attachShadow({mode: "open"}).appendChild(tpl.content.cloneNode(true));
+  const svg = host.shadowRoot.querySelector("svg"), bad = [];
+  const W = svg.viewBox.baseVal.width, H = svg.viewBox.baseVal.height;
+  origin = svg.getBoundingClientRect();
+  if (Math.abs(origin.width - W) > SLACK || Math.abs(origin.height - H) > SLACK)
+    bad.push("drawn at " + origin.width + "x" + origin.height + ", its viewBox is " + W + "x" + H);
+  const texts = [...svg.querySelectorAll("text")].filter(t => t.textContent.trim() !== "");
+  const boxes = texts.map(box);
+  texts.forEach((t, i) => {
+    const b = boxes[i];
+    if (b.x < -SLACK || b.y < -SLACK || b.x + b.w > W + SLACK || b.y + b.h > H + SLACK)
+      bad.push("outside the picture: " + say(t, b));
+    const g = t.closest("g.state, g.note");
+    const r = g && g.querySelector("rect");
+    if (r && !inside(b, box(r)))
+      bad.push("outside its box " + say(r, box(r)) + ": " + say(t, b));
+  });
+  // sorted by top edge: only neighbours within one text height of each other can meet
+  const order = boxes.map((b, i) => i).sort((i, j) => boxes[i].y - boxes[j].y);
+  for (let a = 0; a < order.length; a++)
+    for (let c = a + 1; c < order.length && boxes[order[c]].y < boxes[order[a]].y + boxes[order[a]].h; c++)
+      if (meet(boxes[order[a]], boxes[order[c]]))
+        bad.push("overlap: " + say(texts[order[a]], boxes[order[a]]) + " and " +
+                 say(texts[order[c]], boxes[order[c]]));
+  out[tpl.dataset.name] = {texts: texts.length, font: getComputedStyle(texts[0] || svg).fontFamily,
+                           problems: bad};
+}
+document.getElementById("out").textContent = JSON.stringify(out);
+"""
+
+
+def chromium():
+    return shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+def font_file():
+    r = subprocess.run(["fc-match", "-f", "%{family}", FONT], capture_output=True, text=True)
+    return r.stdout if r.returncode == 0 else ""
+
+
+def page(pictures):
+    parts = ["<!doctype html><html><head><meta charset='utf-8'></head><body>"]
+    for path in pictures:
+        with open(path, encoding="utf-8") as f:
+            svg = f.read()
+        svg = re.sub(r"^<\?xml[^>]*>\s*", "", svg)
+        name = os.path.relpath(path, TOP)
+        parts.append(f"<template class='pic' data-name='{html.escape(name, quote=True)}'>{svg}"
+                     "</template>")
+    parts.append("<pre id='out'></pre><script>" + SCRIPT % {"slack": SLACK} + "</script>")
+    parts.append("</body></html>")
+    return "\n".join(parts)
+
+
+def measure(tmp_path, pictures):
+    """{picture: {"texts", "font", "problems"}} as chromium laid them out."""
+    doc = tmp_path / "pictures.html"
+    doc.write_text(page(pictures), encoding="utf-8")
+    r = subprocess.run([chromium(), "--headless", "--no-sandbox", "--disable-gpu",
+                        f"--user-data-dir={tmp_path / 'profile'}", "--dump-dom", doc.as_uri()],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    m = re.search(r"<pre id=\"out\">(.*?)</pre>", r.stdout, re.S)
+    assert m and m.group(1), "chromium ran no script: " + r.stdout[-500:]
+    return json.loads(html.unescape(m.group(1)))
+
+
+needs_browser = pytest.mark.skipif(chromium() is None,
+                                   reason="no chromium (make deps-browser installs it)")
+
+
+@needs_browser
+def test_the_pictures_font_is_there():
+    """The check means something only with the font the pictures name (fonts-dejavu-core)."""
+    assert font_file().startswith(FONT), f"fc-match {FONT!r} gives {font_file()!r}"
+
+
+@needs_browser
+def test_no_text_overlaps_or_leaves_its_box(tmp_path):
+    assert PICTURES, "no committed picture"
+    got = measure(tmp_path, PICTURES)
+    assert sorted(got) == sorted(os.path.relpath(p, TOP) for p in PICTURES)
+    problems = {k: v["problems"][:5] for k, v in got.items() if v["problems"]}
+    assert not problems, json.dumps(problems, indent=1)
+    assert all(v["texts"] > 0 for v in got.values())
+
+
+@needs_browser
+def test_the_check_finds_an_overlap_and_an_overflow(tmp_path):
+    """The same script on a crafted picture: two texts on one spot, and a note longer than its
+    box, are both reported."""
+    svg = ('<svg xmlns="http://www.w3.org/2000/svg" width="300" height="100" '
+           'viewBox="0 0 300 100" font-family="DejaVu Sans Mono, monospace" font-size="11">'
+           '<text x="10" y="20">first label</text><text x="30" y="22">second</text>'
+           '<g class="note"><rect x="100" y="40" width="40" height="16"/>'
+           '<text x="102" y="52">a note far too long for it</text></g></svg>')
+    pic = tmp_path / "crafted-ladder.svg"
+    pic.write_text(svg)
+    (tmp_path / "m").mkdir()
+    got = measure(tmp_path / "m", [str(pic)])
+    probs = next(iter(got.values()))["problems"]
+    assert any(p.startswith("overlap: \"first label\"") for p in probs), probs
+    assert any(p.startswith("outside its box") and "a note far" in p for p in probs), probs
