@@ -55,11 +55,11 @@ TRANSITIONS = [
      ["p05", "p06"], 300, 520, "end", 0),
     ("ESTAB", "CLOSE-WAIT", ["rcv FIN: ACK", "tcp_fin()"], ["p05", "p06"], 765, 505, "start", 0),
     ("FIN-WAIT-1", "FIN-WAIT-2", ["rcv ACK of FIN", "tcp_rcv_state_process()"],
-     ["p05", "p06"], 245, 665, "start", 0),
+     ["p05", "p06"], 205, 665, "end", 0),
     ("FIN-WAIT-1", "CLOSING", ["rcv FIN: ACK (both closed at once)", "tcp_fin()"], [],
      395, 612, "start", 0),
     ("FIN-WAIT-2", "TIME-WAIT", ["rcv FIN: ACK", "tcp_fin(): tcp_time_wait()"],
-     ["p05", "p06"], 245, 800, "start", 0),
+     ["p05", "p06"], 205, 800, "end", 0),
     ("CLOSING", "TIME-WAIT", ["rcv ACK of FIN", "tcp_rcv_state_process()"], [],
      430, 840, "start", 0),
     ("CLOSE-WAIT", "LAST-ACK", ["close(): send FIN", "tcp_close_state()"], ["p05", "p06"],
@@ -76,7 +76,7 @@ TRANSITIONS = [
 # (state, side, label lines, experiment, label x, label y, text-anchor)
 LOOPS = [
     ("SYN-SENT", "right", ["RTO: send SYN again", "tcp_retransmit_timer()"], "p01",
-     960, 175, "start"),
+     1092, 175, "end"),
     ("SYN-RECV", "left", ["ACK, accept queue full:", "dropped", "tcp_check_req()"], "p02",
      150, 395, "middle"),
     ("ESTAB", "right", ["data; its ACK now", "or delayed (40 ms)", "__tcp_ack_snd_check()"],

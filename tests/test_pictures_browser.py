@@ -1,7 +1,8 @@
 """The pictures as a reader's browser draws them: every committed ladder and time-sequence SVG
-(outputs/*/*-ladder.svg, *-tseq.svg) is laid out by Debian's chromium, headless, and measured
-there: no two texts overlap, every text of a state or a note stays inside its box, and nothing
-leaves the picture.  tests/test_ladder_svg.py checks the geometry the report computes; this
+(outputs/*/*-ladder.svg, *-tseq.svg) and the state machine (docs/state-machine.svg) is laid out
+by Debian's chromium, headless, and measured there: no two texts overlap, every text of a state
+or a note stays inside its box, no line runs through a text (unless an opaque box drawn over the
+line holds the text: a ladder's label on its white patch), and nothing leaves the picture.  tests/test_ladder_svg.py checks the geometry the report computes; this
 checks what the fonts of a real browser make of it (the report's CHAR_W against the glyphs).
 
 One chromium run loads one page holding all the pictures inline; its script measures each text
@@ -19,7 +20,8 @@ import pytest
 from conftest import TOP
 
 PICTURES = sorted(glob.glob(os.path.join(TOP, "outputs", "*", "*-ladder.svg")) +
-                  glob.glob(os.path.join(TOP, "outputs", "*", "*-tseq.svg")))
+                  glob.glob(os.path.join(TOP, "outputs", "*", "*-tseq.svg"))) + \
+    [os.path.join(TOP, "docs", "state-machine.svg")]
 FONT = "DejaVu Sans Mono"     # the pictures' font-family; fonts-dejavu-core
 SLACK = 0.5                   # px: rounding of a glyph's box
 
@@ -43,6 +45,21 @@ function meet(a, b) {
 function inside(a, r) {
   return a.x >= r.x - SLACK && a.y >= r.y - SLACK &&
          a.x + a.w <= r.x + r.w + SLACK && a.y + a.h <= r.y + r.h + SLACK;
+}
+// whether the segment a-b passes through box b shrunk by SLACK*2 on each side (Liang-Barsky)
+function crosses(a, c, b) {
+  const x0 = b.x + 2 * SLACK, y0 = b.y + 2 * SLACK, x1 = b.x + b.w - 2 * SLACK,
+        y1 = b.y + b.h - 2 * SLACK;
+  if (x1 <= x0 || y1 <= y0) return false;
+  let lo = 0, hi = 1;
+  const dx = c[0] - a[0], dy = c[1] - a[1];
+  for (const [pp, q] of [[-dx, a[0] - x0], [dx, x1 - a[0]], [-dy, a[1] - y0], [dy, y1 - a[1]]]) {
+    if (pp === 0) { if (q < 0) return false; continue; }
+    const r = q / pp;
+    if (pp < 0) { if (r > hi) return false; if (r > lo) lo = r; }
+    else { if (r < lo) return false; if (r < hi) hi = r; }
+  }
+  return lo <= hi;
 }
 function say(t, b) { return JSON.stringify(t.textContent.slice(0, 60)) + " at " +
                      [b.x, b.y, b.w, b.h].map(v => v.toFixed(1)).join(","); }
@@ -69,6 +86,30 @@ for (const tpl of document.querySelectorAll("template.pic")) {
     if (r && !inside(b, box(r)))
       bad.push("outside its box " + say(r, box(r)) + ": " + say(t, b));
   });
+  // a line drawn through a text, unless an opaque rect drawn after the line covers the text
+  // (a ladder's label sits on a white rect over its arrow)
+  const toPic = svg.getScreenCTM().inverse();
+  const covers = [...svg.querySelectorAll("rect")].filter(r => {
+    const f = r.getAttribute("fill");
+    const op = r.getAttribute("fill-opacity");
+    return f && f !== "none" && (op === null || Number(op) >= 1);
+  }).map(r => [r, box(r)]);
+  for (const ln of svg.querySelectorAll("line")) {
+    const m = toPic.multiply(ln.getScreenCTM()), p = [];
+    for (const [x, y] of [[ln.x1, ln.y1], [ln.x2, ln.y2]]) {
+      const q = new DOMPoint(x.baseVal.value, y.baseVal.value).matrixTransform(m);
+      p.push([q.x - (origin.left - svg.getBoundingClientRect().left), q.y]);
+    }
+    texts.forEach((t, i) => {
+      const b = boxes[i];
+      if (!crosses(p[0], p[1], b)) return;
+      const hidden = covers.some(([r, rb]) =>
+        (ln.compareDocumentPosition(r) & Node.DOCUMENT_POSITION_FOLLOWING) && inside(b, rb));
+      if (!hidden)
+        bad.push("a line through a text: " + say(t, b) + " by " +
+                 p.map(q => q.map(v => v.toFixed(1)).join(",")).join(" to "));
+    });
+  }
   // sorted by top edge: only neighbours within one text height of each other can meet
   const order = boxes.map((b, i) => i).sort((i, j) => boxes[i].y - boxes[j].y);
   for (let a = 0; a < order.length; a++)
@@ -155,3 +196,26 @@ def test_the_check_finds_an_overlap_and_an_overflow(tmp_path):
     probs = next(iter(got.values()))["problems"]
     assert any(p.startswith("overlap: \"first label\"") for p in probs), probs
     assert any(p.startswith("outside its box") and "a note far" in p for p in probs), probs
+
+
+@needs_browser
+def test_the_check_finds_a_line_through_a_text(tmp_path):
+    """A line through a text is reported; the same line under an opaque box holding the text
+    (drawn after the line) is not; a box with fill-opacity below 1 hides nothing."""
+    def svg(cover):
+        return ('<svg xmlns="http://www.w3.org/2000/svg" width="300" height="100" '
+                'viewBox="0 0 300 100" font-family="DejaVu Sans Mono, monospace" font-size="11">'
+                '<line x1="0" y1="0" x2="300" y2="100"/>' + cover +
+                '<text x="120" y="48">crossed</text></svg>')
+    got = {}
+    for name, cover in (("bare", ""), ("covered", '<rect x="110" y="30" width="80" height="25" '
+                                                  'fill="#fff"/>'),
+                        ("seethrough", '<rect x="110" y="30" width="80" height="25" fill="#fff" '
+                                       'fill-opacity="0.5"/>')):
+        (tmp_path / name).mkdir()
+        pic = tmp_path / name / f"{name}-ladder.svg"
+        pic.write_text(svg(cover))
+        got[name] = next(iter(measure(tmp_path / name, [str(pic)]).values()))["problems"]
+    assert [p[:32] for p in got["bare"]] == ['a line through a text: "crossed"'], got
+    assert got["covered"] == [], got
+    assert len(got["seethrough"]) == 1, got
