@@ -1,5 +1,6 @@
 """The pictures as a reader's browser draws them: every committed ladder and time-sequence SVG
-(outputs/*/*-ladder.svg, *-tseq.svg) and the state machine (docs/state-machine.svg) is laid out
+(outputs/*/*-ladder.svg, *-tseq.svg), the state machine (docs/state-machine.svg) and the
+committed five-kernel matrix (outputs/matrix.svg) is laid out
 by Debian's chromium, headless, and measured there: no two texts overlap, every text of a state
 or a note stays inside its box, no line runs through a text (unless an opaque box drawn over the
 line holds the text: a ladder's label on its white patch), and nothing leaves the picture.  tests/test_ladder_svg.py checks the geometry the report computes; this
@@ -21,7 +22,7 @@ from conftest import TOP
 
 PICTURES = sorted(glob.glob(os.path.join(TOP, "outputs", "*", "*-ladder.svg")) +
                   glob.glob(os.path.join(TOP, "outputs", "*", "*-tseq.svg"))) + \
-    [os.path.join(TOP, "docs", "state-machine.svg")]
+    [os.path.join(TOP, "docs", "state-machine.svg"), os.path.join(TOP, "outputs", "matrix.svg")]
 FONT = "DejaVu Sans Mono"     # the pictures' font-family; fonts-dejavu-core
 SLACK = 0.5                   # px: rounding of a glyph's box
 

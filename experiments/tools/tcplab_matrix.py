@@ -747,16 +747,24 @@ def render_svg(m):
     n = len(m["columns"])
     label_w, expl_w = 330, 250
     col_w = (W - 2 * PAD - label_w - expl_w - 20) // n
-    cw = 8.2                                   # DejaVu Sans Mono 14 px: ~8.4 px a character
+    # DejaVu Sans Mono advances 1233/2048 em: 8.43 px a character at 14 px (a browser's layout,
+    # tests/test_pictures_browser.py, found 8.2 too small: the host's column head ran into the
+    # next column, and a note 1551 px long left the picture)
+    cw = 14 * 1233 / 2048
     font = "font-family='DejaVu Sans Mono, monospace' font-size='14'"
     body, y = [], PAD
-    for line in notes(m):
-        y += LH
-        body.append(f"<text x='{PAD}' y='{y}' {font}>{escape(line)}</text>")
+    for note in notes(m):
+        # a long note wrapped, its continuation lines indented under its text
+        indent = len(note) - len(note.lstrip(" ")) + 2
+        for j, line in enumerate(wrap(note, int((W - 2 * PAD) / cw) - indent)):
+            y += LH
+            body.append(f"<text x='{PAD + (indent * cw if j else 0):.1f}' y='{y}' {font}>"
+                        f"{escape(line)}</text>")
     y += 10
     x_cols = [PAD + 20 + label_w + i * col_w for i in range(n)]
     x_expl = PAD + 20 + label_w + n * col_w
-    heads = [wrap(c["label"], int(col_w / cw) - 1) + [c["where"].split(",")[0]]
+    heads = [wrap(c["label"], int(col_w / cw) - 1) + wrap(c["where"].split(",")[0],
+                                                          int(col_w / cw) - 1)
              for c in m["columns"]]
     HH = LH * max(len(h) for h in heads) + 8
 
