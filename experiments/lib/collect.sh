@@ -454,6 +454,35 @@ tl_wire_record() {
 	rm -f "$RAW/wire.txt.err"
 }
 
+# ---- tcpevents (probes/tcpevents; docs/tcpevents.md) ---------------------------------------
+
+# tl_events_start PART PORT: tcpevents in this namespace for PORT, polled until ready; when it
+# cannot run (not built, no BPF here), the reason in raw/PART-tcpevents-blind.txt and EV empty.
+# Stop it with `[ -z "$EV" ] || tl_stop "$EV"` (docs/tcpevents.md).
+tl_events_start() {
+	EV=""
+	if [ ! -x "$TL_BIN/tcpevents" ]; then
+		echo "tcpevents is not built here (make says why: clang, bpftool, libbpf, BTF)" \
+			> "$RAW/$1-tcpevents-blind.txt"
+		return 0
+	fi
+	tl_bg "$RAW/$1-tcpevents.txt" "$TL_BIN/tcpevents" -p "$2"
+	_ev=$TL_LAST
+	_evrc=0
+	"$TL_BIN/waitfor" -p "$_ev" -f "$RAW/$1-tcpevents.txt" -e '^ready ' -n 1 -t 10000 || _evrc=$?
+	case $_evrc in
+	0) EV=$_ev ;;
+	1)
+		tl_reap "$_ev"
+		_why=$(head -n 1 "$RAW/$1-tcpevents.txt.err")
+		echo "${_why:-tcpevents exited with status $TL_RC before it was ready}" \
+			> "$RAW/$1-tcpevents-blind.txt"
+		rm -f "$RAW/$1-tcpevents.txt" "$RAW/$1-tcpevents.txt.err"
+		tl_log "$1: tcpevents cannot run: $(cat "$RAW/$1-tcpevents-blind.txt")" ;;
+	*) tl_die "no ready line from tcpevents after 10 s" ;;
+	esac
+}
+
 # ---- the capture (probes/capture.c; docs/capture.md) -----------------------------------------
 
 # tl_capture [-s] NAME IFACE PORT [ARGS...]: capture on IFACE into raw/NAME.pcap, its lines into

@@ -63,32 +63,6 @@ tl_sysctls "$SYSCTLS" tl_srv > "$RAW/server-sysctls.txt"
 echo "flight=$FLIGHT mss=$MSS tail=$TAIL request=$REQ reply=$REPLY tail_iplen=$TAIL_IPLEN drops=$DROPS" \
 	> "$RAW/params.txt"
 
-# events_start PART PORT: tcpevents in this namespace for PORT, polled until ready; when it
-# cannot run (not built, no BPF here), the reason in raw/PART-tcpevents-blind.txt and EV empty
-events_start() {
-	EV=""
-	if [ ! -x "$TL_BIN/tcpevents" ]; then
-		echo "tcpevents is not built here (make says why: clang, bpftool, libbpf, BTF)" \
-			> "$RAW/$1-tcpevents-blind.txt"
-		return 0
-	fi
-	tl_bg "$RAW/$1-tcpevents.txt" "$TL_BIN/tcpevents" -p "$2"
-	_ev=$TL_LAST
-	_evrc=0
-	"$TL_BIN/waitfor" -p "$_ev" -f "$RAW/$1-tcpevents.txt" -e '^ready ' -n 1 -t 10000 || _evrc=$?
-	case $_evrc in
-	0) EV=$_ev ;;
-	1)
-		tl_reap "$_ev"
-		_why=$(head -n 1 "$RAW/$1-tcpevents.txt.err")
-		echo "${_why:-tcpevents exited with status $TL_RC before it was ready}" \
-			> "$RAW/$1-tcpevents-blind.txt"
-		rm -f "$RAW/$1-tcpevents.txt" "$RAW/$1-tcpevents.txt.err"
-		tl_log "$1: tcpevents cannot run: $(cat "$RAW/$1-tcpevents-blind.txt")" ;;
-	*) tl_die "no ready line from tcpevents after 10 s" ;;
-	esac
-}
-
 # part NAME PORT DROPS: one connection; nft drops the first DROPS tail-length segments
 part() {
 	_p=$1 _port=$2 _drops=$3
@@ -97,7 +71,7 @@ part() {
 		"$TL_BIN/rr_server" -a "$TL_SERVER_ADDR" -p "$_port" -R "$REPLY"
 	_srv=$TL_LAST
 	tl_wait_line "$_srv" "$RAW/$_p-server.txt" '^ready ' 5
-	events_start "$_p" "$_port"
+	tl_events_start "$_p" "$_port"
 	tl_both_counters_before "$_p-"
 	tl_capture "$_p-capture" "$TL_CLIENT_IF" "$_port"
 	tl_watch "$RAW/$_p-sockwatch.txt" -4 -s estab -s fin-wait-1 -s fin-wait-2 -s time-wait \
