@@ -42,36 +42,6 @@ def read_ss(path):
             "rto_ms": t.num(rto.group(1), f"{path}: rto", 1, 1e6)}
 
 
-def read_events(rawdir, part):
-    """tcpevents' lines for the part → {"ready", "events", "end"}, or {"blind": why} when it
-    could not run (raw/PART-tcpevents-blind.txt, one line)."""
-    blind = os.path.join(rawdir, f"{part}-tcpevents-blind.txt")
-    if os.path.exists(blind):
-        lines = t.read_lines(blind)
-        if len(lines) != 1 or not lines[0].strip():
-            raise t.RawError(f"{blind}: want one line saying why tcpevents could not run")
-        return {"blind": lines[0].strip()}
-    path = os.path.join(rawdir, f"{part}-tcpevents.txt")
-    lines = t.read_lines(path)
-    if not lines or not lines[0].startswith("ready "):
-        raise t.RawError(f"{path}: no `ready` line first: not tcpevents' output")
-    if not lines[-1].startswith("end "):
-        raise t.RawError(f"{path}: no `end` line: tcpevents did not finish, events may be missing")
-    end = t.Fields(path, t.kv(lines[-1]))
-    evs = []
-    for line in lines[1:-1]:
-        d = t.Fields(path, t.kv(line))
-        e = {"t_ns": d.int("t_ns"), "event": d.str("event")}
-        if e["event"] == "probe":
-            e.update(cwnd=d.int("cwnd"), srtt_us=d.int("srtt_us"))
-        if e["event"] == "retrans":
-            e["err"] = d.str("err")
-        evs.append(e)
-    if end.int("events", 0) != len(evs):
-        raise t.RawError(f"{path}: the end line counts {end.int('events', 0)} events, "
-                         f"the file has {len(evs)}")
-    return {"events": evs, "lost": end.int("lost", 0), "missed": t.tcpevents_missed(end)}
-
 
 def jiffies(ms, hz):
     """ms as whole jiffies, rounded up as usecs_to_jiffies() does."""
@@ -127,7 +97,7 @@ def one_part(rawdir, name, params, hz, rto_min_us):
     sw = [t.sockwatch_event(e, start) | {"backoff": e.int("backoff", default=None),
                                          "total_rto": e.int("total_rto", default=None)}
           for e in t.read_sockwatch(os.path.join(rawdir, f"{name}-sockwatch.txt"))]
-    ev = read_events(rawdir, name)
+    ev = tw.read_tcpevents(rawdir, name)
     # the probe timeout, as tcp_schedule_loss_probe() computes it with one packet out:
     # 2*srtt + tcp_rto_min_us, at most the RTO
     pto_ms = min(jiffies((2 * ss["srtt_us"] + rto_min_us) / 1000, hz), jiffies(ss["rto_ms"], hz)) \

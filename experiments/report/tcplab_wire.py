@@ -132,6 +132,40 @@ def read_both_counters(rawdir, prefix, client=(), server=()):
                                   server))
 
 
+def read_tcpevents(rawdir, part):
+    """tcpevents' lines for a part (tl_events_start PART) → {"events": [{"t_ns", "event", and
+    per kind: probe cwnd, srtt_us; retrans err; state old, new}], "lost", "missed"}, or
+    {"blind": why} when it could not run (raw/PART-tcpevents-blind.txt, one line)."""
+    blind = os.path.join(rawdir, f"{part}-tcpevents-blind.txt")
+    if os.path.exists(blind):
+        lines = t.read_lines(blind)
+        if len(lines) != 1 or not lines[0].strip():
+            raise t.RawError(f"{blind}: want one line saying why tcpevents could not run")
+        return {"blind": lines[0].strip()}
+    path = os.path.join(rawdir, f"{part}-tcpevents.txt")
+    lines = t.read_lines(path)
+    if not lines or not lines[0].startswith("ready "):
+        raise t.RawError(f"{path}: no `ready` line first: not tcpevents' output")
+    if not lines[-1].startswith("end "):
+        raise t.RawError(f"{path}: no `end` line: tcpevents did not finish, events may be missing")
+    end = t.Fields(path, t.kv(lines[-1]))
+    evs = []
+    for line in lines[1:-1]:
+        d = t.Fields(path, t.kv(line))
+        e = {"t_ns": d.int("t_ns"), "event": d.str("event")}
+        if e["event"] == "probe":
+            e.update(cwnd=d.int("cwnd"), srtt_us=d.int("srtt_us"))
+        if e["event"] == "retrans":
+            e["err"] = d.str("err")
+        if e["event"] == "state":
+            e.update(old=d.str("old"), new=d.str("new"))
+        evs.append(e)
+    if end.int("events", 0) != len(evs):
+        raise t.RawError(f"{path}: the end line counts {end.int('events', 0)} events, "
+                         f"the file has {len(evs)}")
+    return {"events": evs, "lost": end.int("lost", 0), "missed": t.tcpevents_missed(end)}
+
+
 def read_ss(path):
     """`ss -tin` of the held connection(s) → [{"local", "peer", "mss", "advmss", "rcvmss",
     "pmtu", "rtt_ms"}] in ss's order: each socket is an address line, then its tcp_info line."""
