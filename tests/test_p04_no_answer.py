@@ -1,0 +1,190 @@
+"""p04-no-answer: the peer stops answering; the client retransmits until the kernel gives up.
+The same kernel facts on the committed reference (the report replayed on outputs/RELEASE/raw/,
+no root) and on a live run (root and namespaces), each bound from what that run recorded
+(tcp_retries2, TCP_USER_TIMEOUT read back, sockwatch's rto_ms, HZ), never from a speed:
+
+- the budget is a time, counted from the first retransmission: every retransmission found less
+  of it spent, the timer that ended the connection found it spent (retransmits_timed_out(),
+  tcp_model_timeout(): ((2 << tcp_retries2) - 1) x 200 ms; TCP_USER_TIMEOUT replaces it);
+- so a larger RTO (a route's rto_min) gives fewer retransmissions for the same budget;
+- each RTO twice the last (sockwatch), the last one cut to the user timeout;
+- recv() returns ETIMEDOUT, tcpevents sees ESTAB → UNCONN, and the retransmissions agree in
+  the capture, tcpevents, TcpRetransSegs and the nft rule's counter; TCPTimeouts counts one
+  timer more (the one that gave up), TCPAbortOnTimeout 1.
+Then bad input: the report on broken raw data, a bad knob (run.sh and the collect script)."""
+import os
+import subprocess
+
+import pytest
+
+from conftest import TOP
+from unit_replay import Report, missing, no_line, replace, write, wheel_gran_ms, PY, RUN
+
+NAME = "p04-no-answer"
+R = Report(NAME)
+SCRIPT = os.path.join(TOP, "experiments", NAME, NAME + ".sh")
+
+
+def budget(retries2):
+    return ((2 << retries2) - 1) * 200
+
+
+def check_part(j, name, want_budget):
+    p = j["parts"][name]
+    assert p["budget_ms"] == want_budget
+    rtx = p["retransmissions"]
+    assert rtx and rtx[0]["since_first_ms"] == 0
+    # the rule: retransmit while the budget is not spent, give up at the first timer that finds
+    # it spent; retransmits_timed_out() compares whole ms, so 1 ms either way
+    assert all(x["since_first_ms"] < want_budget + 1 for x in rtx), rtx
+    assert p["end_since_first_ms"] >= want_budget - 1, p["end_since_first_ms"]
+    assert p["rule_holds"] is True
+    # each timer before a retransmission was armed with twice the RTO of the one before
+    # (tcp_retransmit_timer(): icsk_backoff++), as sockwatch read it
+    rto = p["rto_ms"]
+    assert len(rto) >= len(rtx) and all(b == 2 * a for a, b in zip(rto, rto[1:])), rto
+    hz = j["hz"]
+    jiffy = 1000 / hz
+    for x, r in zip(rtx, rto):
+        assert r - jiffy <= x["gap_ms"] <= r + wheel_gran_ms(r, hz) + 2 * jiffy + 50, (x, r)
+    assert p["recv"]["errno"] == "ETIMEDOUT"
+    ev = p["tcpevents"]
+    if "blind" not in ev:
+        assert ev["closed_ms"] == p["end_ms"] and ev["lost"] == 0
+        assert len(ev["retrans_ms"]) <= len(rtx)
+        assert ev["closed_ms"] <= p["recv"]["t_ms"]
+    c = p["counters"]
+    assert c["TcpRetransSegs"] == len(rtx) == p["dropped"] - 1
+    assert c["TcpExtTCPTimeouts"] == len(rtx) + 1
+    assert c["TcpExtTCPAbortOnTimeout"] == 1 and c["TcpEstabResets"] == 1
+    assert c["TcpExtTCPLossProbes"] == 0            # tcp_early_retrans=0
+    # nothing of the data reached the server: its SYN and the handshake's ACK only
+    assert p["server_counters"]["TcpInSegs"] == 2
+    assert [d for d in p.get("disagree", []) if not d.startswith("tcpevents")] == []
+    return p
+
+
+def check_facts(j):
+    r2 = j["knobs"].get("retries2", 3) if isinstance(j.get("knobs"), dict) else 3
+    assert j["sysctls"]["net.ipv4.tcp_retries2"] == r2
+    assert j["sysctls"]["net.ipv4.tcp_early_retrans"] == 0
+    a = check_part(j, "retries2", budget(r2))
+    b = check_part(j, "rto-min", budget(r2))
+    # the route's floor: the first RTO at least 1 s, so fewer retransmissions in the same budget
+    assert b["rto_ms"][0] >= 1000 > a["rto_ms"][0]
+    assert len(b["retransmissions"]) < len(a["retransmissions"])
+    ut = j["parts"]["user-timeout"]["user_timeout_ms"]
+    c = check_part(j, "user-timeout", ut)
+    assert c["budget_from"] == "TCP_USER_TIMEOUT" and a["budget_from"] == "tcp_retries2"
+    if c["clamp"] is not None:
+        # the last timer was cut to what was left: it fired no earlier than that, and no later
+        # than the timer wheel's granularity at that distance allows
+        left, hz = c["clamp"]["left_ms"], j["hz"]
+        assert left - 1000 / hz <= c["end_gap_ms"] <= left + wheel_gran_ms(left, hz) + \
+            2 * 1000 / hz + 50, (c["end_gap_ms"], c["clamp"])
+
+
+check_all = R.checks(check_facts)
+
+
+# ---- the committed reference, replayed -----------------------------------------------------
+
+ref_out, test_reference_kernel_facts, test_reference_report_is_the_committed_one = \
+    R.reference_tests(check_all)
+
+
+def test_reference_ladder(ref_out):
+    j = R.load(str(ref_out))
+    assert j["ladder_svg"] == f"{NAME}-ladder.svg"
+    with open(os.path.join(ref_out, j["ladder_svg"])) as f:
+        svg = f.read()
+    assert "retransmission 1, dropped by nft" in svg and "ETIMEDOUT" in svg
+
+
+def test_reference_text_gives_the_rule(ref_out):
+    with open(os.path.join(ref_out, f"{NAME}.txt")) as f:
+        text = f.read()
+    assert text.count("given up there, as retransmits_timed_out() says") == 3
+    assert "counted from the first retransmission" in text
+
+
+# ---- the report on bad raw input ------------------------------------------------------------
+
+test_report_refuses_bad_raw = R.refusal_test([
+    missing("retries2-nft-server.txt"),
+    missing("rto-min-route.txt"),
+    no_line("end", "retries2-capture.txt"),
+    no_line("end", "user-timeout-tcpevents.txt"),
+    no_line("end", "rto-min-sockwatch.txt"),
+    (write("rto-min-tcpevents-blind.txt", "a\nb\n"), "want one line"),
+    (replace("retries2-client.txt", "op=send:1000 ret=1000", "op=send:1000 ret=0"),
+     "sent nothing"),
+    (replace("user-timeout-client.txt", "op=user-timeout:5000 ret=0 errno=none",
+             "op=user-timeout:5000 ret=-1 errno=EINVAL"), "setting TCP_USER_TIMEOUT failed"),
+    (replace("retries2-client.txt", "op=recv:1", "op=drain"), "want a send: and a recv: step"),
+])
+
+
+def test_report_says_a_different_errno(tmp_path):
+    """recv() that did not time out is a DISAGREE line, not a silent pass."""
+    out = tmp_path / "out"
+    out.mkdir()
+    r = R.run(R.broken_copy(tmp_path, replace("retries2-client.txt", "errno=ETIMEDOUT",
+                                              "errno=ECONNRESET")), out)
+    assert r.returncode == 0, r.stderr
+    text = (out / f"{NAME}.txt").read_text()
+    assert "DISAGREE: recv() returned ECONNRESET, not ETIMEDOUT" in text
+
+
+def test_report_usage():
+    r = subprocess.run([PY, R.path], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1
+
+
+@pytest.mark.parametrize("knob,value", [("RETRIES2", "0"), ("RETRIES2", "6"), ("RETRIES2", "x"),
+                                        ("USER_TIMEOUT", "499"), ("USER_TIMEOUT", "15001"),
+                                        ("USER_TIMEOUT", "05000")])
+def test_collect_script_refuses_a_bad_knob(tmp_path, knob, value):
+    """Run without run.sh: one line, exit 2, nothing made."""
+    env = dict(os.environ, **{f"TL_KNOB_{knob}": value})
+    r = subprocess.run(["sh", SCRIPT, str(tmp_path / "raw")], capture_output=True, text=True,
+                       timeout=30, env=env)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+    assert f"knob {knob.lower()}=" in r.stderr
+    assert not os.path.exists(tmp_path / "raw")
+
+
+@pytest.mark.parametrize("setting", ["retries2=0", "retries2=16", "user_timeout=100",
+                                     "user_timeout=lots"])
+def test_run_sh_refuses_a_bad_knob(tmp_path, setting):
+    r = subprocess.run([RUN, "--out", str(tmp_path / "out"), "--set", setting, NAME],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+    assert not os.path.exists(tmp_path / "out")
+
+
+# ---- a live run ------------------------------------------------------------------------------
+
+test_live_run_kernel_facts = R.live_test(check_all, timeout=120)
+
+
+# ---- the cross-check: tcpdump's reading of the committed pcaps ---------------------------------
+
+@pytest.mark.skipif(subprocess.run(["sh", "-c", "command -v tcpdump"], capture_output=True)
+                    .returncode != 0, reason="no tcpdump")
+@pytest.mark.parametrize("part", ["retries2", "rto-min", "user-timeout"])
+def test_tcpdump_sees_the_same_transmissions(ref_out, part):
+    """tcpdump, not the lab's decoder, reads each part's pcap: the data leaves 1 + the report's
+    retransmissions times, and the TCP timestamps it carries (TSval: the ms clock the budget is
+    measured on, tcp_time_stamp_ts()) say the last retransmission left less than the budget
+    after the first."""
+    p = R.load(str(ref_out))["parts"][part]
+    pcap = os.path.join(R.ref, "raw", NAME, f"{part}-capture.pcap")
+    r = subprocess.run(["tcpdump", "-nn", "-r", pcap], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    data = [line for line in r.stdout.splitlines()
+            if "192.0.2.1." in line.split(">")[0] and "length 1000" in line]
+    assert len(data) == 1 + len(p["retransmissions"])
+    tsval = [int(line.split("TS val ")[1].split()[0]) for line in data]
+    assert tsval == sorted(tsval)
+    assert tsval[-1] - tsval[1] < p["budget_ms"], (tsval, p["budget_ms"])
