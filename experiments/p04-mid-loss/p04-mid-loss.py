@@ -134,28 +134,13 @@ def attach_sacks(segs, pcap, offset_ns, where):
 # ---- the raw files ---------------------------------------------------------------------------
 
 def read_events(rawdir, part):
-    """tcpevents' retransmissions for the part → {"retrans": [t_ns], "lost"}, or {"blind":
-    why} when it could not run (raw/PART-tcpevents-blind.txt, one line)."""
-    blind = os.path.join(rawdir, f"{part}-tcpevents-blind.txt")
-    if os.path.exists(blind):
-        lines = t.read_lines(blind)
-        if len(lines) != 1 or not lines[0].strip():
-            raise t.RawError(f"{blind}: want one line saying why tcpevents could not run")
-        return {"blind": lines[0].strip()}
-    path = os.path.join(rawdir, f"{part}-tcpevents.txt")
-    lines = t.read_lines(path)
-    if not lines or not lines[0].startswith("ready "):
-        raise t.RawError(f"{path}: no `ready` line first: not tcpevents' output")
-    if not lines[-1].startswith("end "):
-        raise t.RawError(f"{path}: no `end` line: tcpevents did not finish, events may be missing")
-    end = t.Fields(path, t.kv(lines[-1]))
-    evs = [t.Fields(path, t.kv(line)) for line in lines[1:-1]]
-    if end.int("events", 0) != len(evs):
-        raise t.RawError(f"{path}: the end line counts {end.int('events', 0)} events, "
-                         f"the file has {len(evs)}")
-    return {"retrans": [{"t_ns": e.int("t_ns"), "err": e.str("err")} for e in evs
-                        if e.str("event") == "retrans"], "lost": end.int("lost", 0),
-            "missed": t.tcpevents_missed(end)}
+    """tcpevents' retransmissions for the part → {"retrans": [{"t_ns", "err"}], "lost",
+    "missed"}, or {"blind": why} when it could not run (tcplab_wire.read_tcpevents)."""
+    ev = tw.read_tcpevents(rawdir, part)
+    if "blind" in ev:
+        return ev
+    return {"retrans": [{"t_ns": e["t_ns"], "err": e["err"]} for e in ev["events"]
+                        if e["event"] == "retrans"], "lost": ev["lost"], "missed": ev["missed"]}
 
 
 def one_part(rawdir, name, params, hz):
