@@ -20,6 +20,17 @@ tl_die() {
 	exit 1
 }
 
+# tl_knob NAME VALUE MIN MAX: a knob of the unit (experiments/units), checked here too, for a
+# run without run.sh: a whole number MIN..MAX, or one line and exit 2 before anything is made.
+tl_knob() {
+	case $2 in
+	'' | *[!0-9]* | 0?* | ??????????*) ;;
+	*) [ "$2" -ge "$3" ] && [ "$2" -le "$4" ] && return 0 ;;
+	esac
+	echo "$TL_UNIT: knob $1='$2': want $3..$4" >&2
+	exit 2
+}
+
 # tl_running PID: whether PID is still running (not gone, not a zombie waiting for wait).
 tl_running() {
 	# builtins only: this is polled every 10 ms, beside units that measure speed

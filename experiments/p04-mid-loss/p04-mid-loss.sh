@@ -20,13 +20,8 @@
 # all leave at once; at least 3 after the hole, so three duplicate ACKs can come
 BEFORE=${TL_KNOB_BEFORE:-4}
 AFTER=${TL_KNOB_AFTER:-5}
-knob() {
-	case $2 in '' | *[!0-9]* | 0?*) echo "p04-mid-loss: knob $1='$2': want $3..$4" >&2; exit 2 ;; esac
-	[ "${#2}" -le 2 ] && [ "$2" -ge "$3" ] && [ "$2" -le "$4" ] ||
-		{ echo "p04-mid-loss: knob $1='$2': want $3..$4" >&2; exit 2; }
-}
-knob before "$BEFORE" 0 4
-knob after "$AFTER" 3 5
+tl_knob before "$BEFORE" 0 4
+tl_knob after "$AFTER" 3 5
 FLIGHT=$((BEFORE + 1 + AFTER))
 DROP=$((BEFORE + 1))
 

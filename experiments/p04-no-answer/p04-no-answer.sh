@@ -26,13 +26,8 @@
 # the knobs (experiments/units): checked here too, for a run without run.sh
 RETRIES2=${TL_KNOB_RETRIES2:-3}
 USER_TIMEOUT=${TL_KNOB_USER_TIMEOUT:-5000}
-knob() {
-	case $2 in '' | *[!0-9]* | 0?*) echo "p04-no-answer: knob $1='$2': want $3..$4" >&2; exit 2 ;; esac
-	[ "${#2}" -le 5 ] && [ "$2" -ge "$3" ] && [ "$2" -le "$4" ] ||
-		{ echo "p04-no-answer: knob $1='$2': want $3..$4" >&2; exit 2; }
-}
-knob retries2 "$RETRIES2" 1 5
-knob user_timeout "$USER_TIMEOUT" 500 15000
+tl_knob retries2 "$RETRIES2" 1 5
+tl_knob user_timeout "$USER_TIMEOUT" 500 15000
 
 tl_wire_init "$1"
 PORT_R2=21130 PORT_RTO=21131 PORT_UT=21132

@@ -20,13 +20,8 @@
 # the knobs (experiments/units): checked here too, for a run without run.sh
 FLIGHT=${TL_KNOB_FLIGHT:-4}
 DROPS=${TL_KNOB_DROPS:-3}
-knob() {
-	case $2 in '' | *[!0-9]* | 0?*) echo "p04-tail-loss: knob $1='$2': want $3..$4" >&2; exit 2 ;; esac
-	[ "${#2}" -le 2 ] && [ "$2" -ge "$3" ] && [ "$2" -le "$4" ] ||
-		{ echo "p04-tail-loss: knob $1='$2': want $3..$4" >&2; exit 2; }
-}
-knob flight "$FLIGHT" 1 8
-knob drops "$DROPS" 2 4
+tl_knob flight "$FLIGHT" 1 8
+tl_knob drops "$DROPS" 2 4
 
 tl_wire_init "$1"
 PORT_TLP=21110 PORT_RTO=21111

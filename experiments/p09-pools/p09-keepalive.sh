@@ -10,17 +10,10 @@
 # sockwatch (its keepalive timer and probes), ss -tnoe once during the probes, both sides'
 # counters (TcpExtTCPKeepAlive).
 . "$(dirname "$0")/../lib/collect.sh"
-# knob NAME VALUE MIN MAX: the knobs (experiments/units), checked here too, for a run without
-# run.sh: one line and exit 2 before anything is made
-knob() {
-	case $2 in '' | *[!0-9]* | 0?*) echo "$TL_UNIT: knob $1='$2': want $3..$4" >&2; exit 2 ;; esac
-	[ "${#2}" -le 6 ] && [ "$2" -ge "$3" ] && [ "$2" -le "$4" ] ||
-		{ echo "$TL_UNIT: knob $1='$2': want $3..$4" >&2; exit 2; }
-}
 KA_IDLE=${TL_KNOB_KEEPIDLE:-1} KA_INTVL=${TL_KNOB_KEEPINTVL:-1} KA_CNT=${TL_KNOB_KEEPCNT:-3}
-knob keepidle "$KA_IDLE" 1 3
-knob keepintvl "$KA_INTVL" 1 3
-knob keepcnt "$KA_CNT" 1 5
+tl_knob keepidle "$KA_IDLE" 1 3
+tl_knob keepintvl "$KA_INTVL" 1 3
+tl_knob keepcnt "$KA_CNT" 1 5
 tl_wire_init "$1"
 PORT=21092
 REQUEST=100 REPLY=200

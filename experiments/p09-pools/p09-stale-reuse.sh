@@ -16,15 +16,8 @@
 # Each part has its capture (the client's end of the veth), both sides' sockwatch (each in its
 # own namespace) and both sides' counters; ss -tnoe records the CLOSE-WAIT socket once.
 . "$(dirname "$0")/../lib/collect.sh"
-# knob NAME VALUE MIN MAX: the knobs (experiments/units), checked here too, for a run without
-# run.sh: one line and exit 2 before anything is made
-knob() {
-	case $2 in '' | *[!0-9]* | 0?*) echo "$TL_UNIT: knob $1='$2': want $3..$4" >&2; exit 2 ;; esac
-	[ "${#2}" -le 6 ] && [ "$2" -ge "$3" ] && [ "$2" -le "$4" ] ||
-		{ echo "$TL_UNIT: knob $1='$2': want $3..$4" >&2; exit 2; }
-}
 IDLE_MS=${TL_KNOB_IDLE_MS:-200}	# the server's idle timeout (the knob idle_ms)
-knob idle_ms "$IDLE_MS" 50 5000
+tl_knob idle_ms "$IDLE_MS" 50 5000
 tl_wire_init "$1"
 PORT_REUSE=21090 PORT_CHECK=21091 PORT_FINLOST=21093
 REQUEST=100 REPLY=200
