@@ -50,9 +50,11 @@ def check_part(j, name, want_budget):
     assert p["recv"]["errno"] == "ETIMEDOUT"
     ev = p["tcpevents"]
     if "blind" not in ev:
-        assert ev["closed_ms"] == p["end_ms"] and ev["lost"] == 0
-        assert len(ev["retrans_ms"]) <= len(rtx)
-        assert ev["closed_ms"] <= p["recv"]["t_ms"]
+        # tcpevents may lack an event under load (docs/tcpevents.md, open bug): then the end is
+        # recv()'s return, and the DISAGREE lines may name tcpevents only
+        assert ev["lost"] == 0 and len(ev["retrans_ms"]) <= len(rtx)
+        if ev["closed_ms"] is not None:
+            assert ev["closed_ms"] == p["end_ms"] <= p["recv"]["t_ms"]
     c = p["counters"]
     assert c["TcpRetransSegs"] == len(rtx) == p["dropped"] - 1
     assert c["TcpExtTCPTimeouts"] == len(rtx) + 1
