@@ -354,7 +354,10 @@ def test_a_stopped_process_times_the_unit_out(tmp_path, bindir, unit, comm, afte
     took = time.monotonic() - t0
     assert rc == 1, err[-2000:]
     assert f"{unit}: timed out after {limit} s" in final_line(err)
-    assert took < limit + 10, took          # stopped at its bound, not hung
+    # stopped at its bound, not hung (a hang runs into Run's 90 s).  After the bound run.sh stops
+    # the unit's tree, deletes its namespaces and writes its failed outputs: CI's check-rest,
+    # with QEMU guests booting beside it, took 21.4 s from the SIGSTOP with limit 10
+    assert took < limit + 30, (took, err[-2000:])
     raw = out / "raw" / unit
     assert (raw / "status.txt").read_text() == f"timed out after {limit} s\n"
     assert (raw / "machine.txt").is_file()  # the partial output is kept
