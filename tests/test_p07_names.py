@@ -225,11 +225,14 @@ def test_signal_leaves_no_dnsmasq_and_no_etc_netns(tmp_path, bindir, sig):
     import signal
     import time
     before = set(os.listdir("/etc/netns")) if os.path.isdir("/etc/netns") else set()
-    run = subprocess.Popen([os.path.join(TOP, "run.sh"), "--out", str(tmp_path), DNS_UNIT],
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    err = open(tmp_path / "run-stderr.txt", "w+")
+    run = subprocess.Popen([os.path.join(TOP, "run.sh"), "--out", str(tmp_path / "out"),
+                            DNS_UNIT], stdout=subprocess.DEVNULL, stderr=err)
     script, dnsmasq = None, []
     try:
-        deadline = time.monotonic() + 20
+        # 60 s: CI's make test (six workers on two cores) once saw no dnsmasq within 20 s
+        t0 = time.monotonic()
+        deadline = t0 + 60
         while time.monotonic() < deadline and run.poll() is None:
             # this run's collect script (run.sh's child) and its dnsmasq (the script's child)
             script = script or next(iter(_children(run.pid, DNS_UNIT.encode() + b".sh")), None)
@@ -237,7 +240,13 @@ def test_signal_leaves_no_dnsmasq_and_no_etc_netns(tmp_path, bindir, sig):
             if dnsmasq:
                 break
             time.sleep(0.01)    # polling for the state, not waiting for it to happen
-        assert dnsmasq, "the unit never had dnsmasq running"
+        if not dnsmasq:
+            err.seek(0)
+            raise AssertionError(f"the unit never had dnsmasq running: after "
+                                 f"{time.monotonic() - t0:.1f} s, run.sh "
+                                 f"{'running' if run.poll() is None else f'exited {run.returncode}'}"
+                                 f", its collect script {'seen' if script else 'not seen'}; "
+                                 f"run.sh printed:\n{err.read()[-2000:]}")
         # this run's own (namespaces are named tcplab-RUNPID-...): other tests that run p07 side
         # by side have theirs too (CI: two, this case's and the other signal's)
         ours = f"tcplab-{run.pid}-"
@@ -249,6 +258,7 @@ def test_signal_leaves_no_dnsmasq_and_no_etc_netns(tmp_path, bindir, sig):
         if run.poll() is None:
             run.kill()
             run.wait()
+        err.close()
     assert run.returncode != 0
     assert not any(_alive(p) for p in dnsmasq)
     after = set(os.listdir("/etc/netns")) if os.path.isdir("/etc/netns") else set()
