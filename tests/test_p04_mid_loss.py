@@ -14,12 +14,10 @@ import subprocess
 
 import pytest
 
-from conftest import TOP
-from unit_replay import Report, missing, no_line, replace, write, tseq_panels, PY, RUN
+from unit_replay import Report, missing, no_line, replace, write, tseq_panels, PY
 
 NAME = "p04-mid-loss"
 R = Report(NAME)
-SCRIPT = os.path.join(TOP, "experiments", NAME, NAME + ".sh")
 
 
 def common(j, p):
@@ -202,24 +200,10 @@ def test_report_usage():
     assert r.returncode == 2 and r.stderr.count("\n") == 1
 
 
-@pytest.mark.parametrize("knob,value", [("BEFORE", "5"), ("BEFORE", "x"), ("BEFORE", "01"),
-                                        ("AFTER", "2"), ("AFTER", "6"), ("AFTER", "9x")])
-def test_collect_script_refuses_a_bad_knob(tmp_path, knob, value):
-    """Run without run.sh: one line, exit 2, nothing made."""
-    env = dict(os.environ, **{f"TL_KNOB_{knob}": value})
-    r = subprocess.run(["sh", SCRIPT, str(tmp_path / "raw")], capture_output=True, text=True,
-                       timeout=30, env=env)
-    assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
-    assert f"knob {knob.lower()}=" in r.stderr
-    assert not os.path.exists(tmp_path / "raw")
-
-
-@pytest.mark.parametrize("setting", ["before=5", "before=big", "after=2", "after=6"])
-def test_run_sh_refuses_a_bad_knob(tmp_path, setting):
-    r = subprocess.run([RUN, "--out", str(tmp_path / "out"), "--set", setting, NAME],
-                       capture_output=True, text=True, timeout=60)
-    assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
-    assert not os.path.exists(tmp_path / "out")
+test_collect_script_refuses_a_bad_knob, test_run_sh_refuses_a_bad_knob = R.knob_tests(
+    [("BEFORE", "5"), ("BEFORE", "x"), ("BEFORE", "01"),
+     ("AFTER", "2"), ("AFTER", "6"), ("AFTER", "9x")],
+    ["before=5", "before=big", "after=2", "after=6"])
 
 
 # ---- a live run ------------------------------------------------------------------------------

@@ -17,12 +17,10 @@ import subprocess
 
 import pytest
 
-from conftest import TOP
-from unit_replay import Report, missing, no_line, replace, write, wheel_gran_ms, PY, RUN
+from unit_replay import Report, missing, no_line, replace, write, wheel_gran_ms, PY
 
 NAME = "p04-no-answer"
 R = Report(NAME)
-SCRIPT = os.path.join(TOP, "experiments", NAME, NAME + ".sh")
 
 
 def budget(retries2):
@@ -143,26 +141,12 @@ def test_report_usage():
     assert r.returncode == 2 and r.stderr.count("\n") == 1
 
 
-@pytest.mark.parametrize("knob,value", [("RETRIES2", "0"), ("RETRIES2", "6"), ("RETRIES2", "x"),
-                                        ("USER_TIMEOUT", "499"), ("USER_TIMEOUT", "15001"),
-                                        ("USER_TIMEOUT", "05000")])
-def test_collect_script_refuses_a_bad_knob(tmp_path, knob, value):
-    """Run without run.sh: one line, exit 2, nothing made."""
-    env = dict(os.environ, **{f"TL_KNOB_{knob}": value})
-    r = subprocess.run(["sh", SCRIPT, str(tmp_path / "raw")], capture_output=True, text=True,
-                       timeout=30, env=env)
-    assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
-    assert f"knob {knob.lower()}=" in r.stderr
-    assert not os.path.exists(tmp_path / "raw")
-
-
-@pytest.mark.parametrize("setting", ["retries2=0", "retries2=16", "user_timeout=100",
+test_collect_script_refuses_a_bad_knob, test_run_sh_refuses_a_bad_knob = R.knob_tests(
+    [("RETRIES2", "0"), ("RETRIES2", "6"), ("RETRIES2", "x"),
+     ("USER_TIMEOUT", "499"), ("USER_TIMEOUT", "15001"),
+     ("USER_TIMEOUT", "05000")],
+    ["retries2=0", "retries2=16", "user_timeout=100",
                                      "user_timeout=lots"])
-def test_run_sh_refuses_a_bad_knob(tmp_path, setting):
-    r = subprocess.run([RUN, "--out", str(tmp_path / "out"), "--set", setting, NAME],
-                       capture_output=True, text=True, timeout=60)
-    assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
-    assert not os.path.exists(tmp_path / "out")
 
 
 # ---- a live run ------------------------------------------------------------------------------

@@ -152,6 +152,32 @@ class Report:
 
         return test_report_refuses_bad_raw
 
+    def knob_tests(self, script_cases, run_cases):
+        """The two bad-knob tests for the module to bind:
+            test_collect_script_refuses_a_bad_knob, test_run_sh_refuses_a_bad_knob = \\
+                R.knob_tests([(KNOB, VALUE), ...], ["name=value", ...])
+        The collect script run without run.sh (TL_KNOB_KNOB=VALUE), and run.sh --set: each one
+        line on stderr, exit 2, nothing made."""
+        script = os.path.join(TOP, "experiments", self.name, self.name + ".sh")
+
+        @pytest.mark.parametrize("knob,value", script_cases)
+        def test_collect_script_refuses_a_bad_knob(tmp_path, knob, value):
+            env = dict(os.environ, **{f"TL_KNOB_{knob}": value})
+            r = subprocess.run(["sh", script, str(tmp_path / "raw")], capture_output=True,
+                               text=True, timeout=30, env=env)
+            assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+            assert f"knob {knob.lower()}=" in r.stderr
+            assert not os.path.exists(tmp_path / "raw")
+
+        @pytest.mark.parametrize("setting", run_cases)
+        def test_run_sh_refuses_a_bad_knob(tmp_path, setting):
+            r = subprocess.run([RUN, "--out", str(tmp_path / "out"), "--set", setting, self.name],
+                               capture_output=True, text=True, timeout=60)
+            assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+            assert not os.path.exists(tmp_path / "out")
+
+        return test_collect_script_refuses_a_bad_knob, test_run_sh_refuses_a_bad_knob
+
 
 # Edits for Report.broken_copy: each returns edit(dir).
 def drop_lines(name, pred):
