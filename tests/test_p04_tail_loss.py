@@ -133,6 +133,28 @@ def test_reference_tcp_probe_srtt_is_ss_srtt(ref_out):
             assert abs(p["srtt_tcp_probe_us"] - p["ss"]["srtt_us"]) <= p["ss"]["srtt_us"]
 
 
+def test_report_takes_the_rto_before_the_backoff_ss_showed(tmp_path):
+    """ss ran late, after the first RTO (a loaded CI run: the gaps then looked half an RTO):
+    it shows icsk_rto doubled and backoff:1.  The report takes the rto before the doubling, says
+    so, and every kernel fact still holds."""
+    def edit(d):
+        f = d / "rto-ss.txt"
+        text = f.read_text()
+        shown = float(text.split(" rto:")[1].split()[0])
+        f.write_text(text.replace(f" rto:{shown:g} ", f" rto:{shown * 2:g} backoff:1 "))
+    out = tmp_path / "out"
+    out.mkdir()
+    r = R.run(R.broken_copy(tmp_path, edit), out)
+    assert r.returncode == 0, r.stderr
+    j = R.load(out)
+    ss = j["parts"]["rto"]["ss"]
+    assert ss["backoff"] == 1 and ss["rto_shown_ms"] == 2 * ss["rto_ms"]
+    assert ss["rto_ms"] == R.load(R.ref)["parts"]["rto"]["ss"]["rto_ms"]
+    text = (out / f"{NAME}.txt").read_text()
+    assert f"(ss ran after 1 RTO(s): it showed rto {ss['rto_shown_ms']:g} ms backoff:1" in text
+    R.check(check_all, out, tmp_path)
+
+
 # ---- the report on bad raw input ------------------------------------------------------------
 
 test_report_refuses_bad_raw = R.refusal_test([

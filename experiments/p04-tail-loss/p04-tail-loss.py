@@ -27,19 +27,25 @@ SYSCTLS = ("tcp_early_retrans", "tcp_rto_min_us", "tcp_congestion_control", "tcp
 LATE_JIFFIES = 2          # check(): lateness beyond the wheel's granularity, in jiffies
 _SS_RTT = re.compile(r"\brtt:([0-9.]{1,20})/([0-9.]{1,20})")
 _SS_RTO = re.compile(r"\brto:([0-9.]{1,20})")
+_SS_BACKOFF = re.compile(r"\bbackoff:([0-9]{1,3})\b")
 
 
 def read_ss(path):
     """The ss -tin snapshot taken while the tail alone was outstanding → {"srtt_us",
-    "rttvar_us", "rto_ms"} (ss prints tcpi_rtt/tcpi_rttvar in ms with 3 decimals, tcpi_rto in
-    ms)."""
+    "rttvar_us", "rto_ms", "backoff", "rto_shown_ms"} (ss prints tcpi_rtt/tcpi_rttvar in ms with
+    3 decimals, tcpi_rto in ms, and backoff:N once an RTO has fired).  On a loaded machine ss
+    may run only after the first RTOs: icsk_rto is then doubled once per RTO
+    (tcp_retransmit_timer()), and rto_ms is the value before them, rto_shown_ms >> backoff."""
     text = t.read_text(path)
-    rtt, rto = _SS_RTT.search(text), _SS_RTO.search(text)
+    rtt, rto, bo = _SS_RTT.search(text), _SS_RTO.search(text), _SS_BACKOFF.search(text)
     if not rtt or not rto:
         raise t.RawError(f"{path}: no rtt:SRTT/RTTVAR and rto: fields (ss -tin of the socket)")
+    shown = t.num(rto.group(1), f"{path}: rto", 1, 1e6)
+    backoff = int(bo.group(1)) if bo else 0
+    rto = shown / 2 ** backoff
     return {"srtt_us": round(t.num(rtt.group(1), f"{path}: rtt", 0, 1e6) * 1000),
             "rttvar_us": round(t.num(rtt.group(2), f"{path}: rttvar", 0, 1e6) * 1000),
-            "rto_ms": t.num(rto.group(1), f"{path}: rto", 1, 1e6)}
+            "rto_ms": int(rto) if rto == int(rto) else rto, "backoff": backoff, "rto_shown_ms": shown}
 
 
 
@@ -152,6 +158,9 @@ def part_lines(r, title, hz):
              f"write (rr_client first_us)",
              f"while the tail alone was out (ss -tin): srtt {ss['srtt_us']} µs, rttvar "
              f"{ss['rttvar_us']} µs, rto {ss['rto_ms']:g} ms" +
+             ("" if not ss.get("backoff") else
+              f" (ss ran after {ss['backoff']} RTO(s): it showed rto {ss['rto_shown_ms']:g} ms "
+              f"backoff:{ss['backoff']}, icsk_rto doubled at each)") +
              ("" if r["srtt_tcp_probe_us"] is None else
               f"; tcp_probe (read as the last ACK arrived, before its sample): srtt "
               f"{r['srtt_tcp_probe_us']} µs"),
