@@ -6,6 +6,7 @@ each bound derived from what that run recorded (HZ, the sysctls) and the kernel'
 the other side does not, the timer is armed when the last FIN arrives, the socket goes within
 the wheel's granularity after the expiry it asked for, TcpExtTW and sockstat's tw count it in its
 own namespace only.  Then the report on bad raw input."""
+import re
 import subprocess
 
 import pytest
@@ -175,6 +176,39 @@ def test_report_without_ss_still_reports(tmp_path):
     check_all(str(out))
 
 
+PROGRESS_LINE = re.compile(r"\[%s\] TIME-WAIT, waited ([0-9]+) s: the client's socket "
+                           r"\(client-closes\) (?:timer ([0-9]+) ms|gone)" % NAME)
+
+
+def check_progress(stderr, progress_s=5, slack_ms=3000):
+    """The progress while it waits: a line every progress_s s or more, each from a kernel
+    snapshot, and its "waited N s" the clock's: between two lines the client's TIME-WAIT timer
+    went down by the seconds waited between them, within slack_ms (whole seconds, and the
+    snapshot's own latency).  A loaded CI run once counted waitfor turns of 2.3 s each as 1 s."""
+    lines = [PROGRESS_LINE.search(x) for x in stderr.splitlines() if "TIME-WAIT, waited " in x]
+    assert lines and None not in lines, stderr[-3000:]
+    waited = [int(m.group(1)) for m in lines]
+    assert len(waited) >= 3 and all(w >= progress_s * k for k, w in enumerate(waited, 1)), waited
+    timed = [(int(m.group(1)), int(m.group(2))) for m in lines if m.group(2)]
+    assert len(timed) >= 2, stderr[-3000:]
+    (w0, t0), (w1, t1) = timed[0], timed[-1]
+    assert abs((t0 - t1) - (w1 - w0) * 1000) <= slack_ms, (timed, stderr[-3000:])
+
+
+def test_progress_check_fails_on_counted_turns():
+    """check_progress() refuses the lines of that loaded run (5 "s" per 11.6 s of timer) and
+    takes lines whose waited agrees with the timer."""
+    def lines(pairs):
+        return "".join(f"[{NAME}] TIME-WAIT, waited {w} s: the client's socket (client-closes) "
+                       f"timer {t} ms, the server's (server-closes) timer {t - 900} ms\n"
+                       for w, t in pairs)
+    with pytest.raises(AssertionError):
+        check_progress(lines([(5, 33848), (10, 22192), (15, 11280)]))
+    check_progress(lines([(5, 33848), (10, 28900), (16, 22800)]))
+    with pytest.raises(AssertionError):
+        check_progress(lines([(3, 33848), (10, 28900), (16, 22800)]))
+
+
 # ---- a live run ------------------------------------------------------------------------------
 
 @pytest.mark.netns
@@ -182,7 +216,5 @@ def test_live_run_kernel_facts(tmp_path, bindir):
     r = subprocess.run([RUN, "--out", str(tmp_path), NAME], capture_output=True, text=True,
                        timeout=200)
     assert r.returncode == 0, r.stderr[-3000:]
-    # the progress while it waits: one line every few seconds, each from a kernel snapshot
-    waits = [x for x in r.stderr.splitlines() if f"[{NAME}] TIME-WAIT, waited " in x]
-    assert len(waits) >= 5, r.stderr[-3000:]
+    check_progress(r.stderr)
     check_all(str(tmp_path))

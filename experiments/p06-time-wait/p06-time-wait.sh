@@ -156,27 +156,31 @@ unwatch "$SW_SC" "$RAW/server-closes-sockwatch.txt"
 # waiting is probes/waitfor's, up to 1 s at a time on a watcher still running (it returns when
 # that one ends): one program a second, not a sleep every 0.1 s
 tl_log "TIME-WAIT: both sockets there; waiting for them to go (TCP_TIMEWAIT_LEN is 60 s)"
-_n=0
+# the time waited is the clock's (/proc/uptime, whole seconds), not a count of waitfor's 1 s
+# turns: on a loaded machine a turn, with its programs, takes longer than its 1 s
+read -r _up0 _ < /proc/uptime || tl_die "cannot read /proc/uptime"
+_up0=${_up0%.*} _next=$PROGRESS_S
 while :; do
 	if tl_running "$SW_CC"; then _w=$SW_CC
 	elif tl_running "$SW_SC_S"; then _w=$SW_SC_S
 	else break
 	fi
+	read -r _n _ < /proc/uptime || tl_die "cannot read /proc/uptime"
+	_n=$((${_n%.*} - _up0))
 	[ "$_n" -lt "$WAIT_S" ] || tl_die "a TIME-WAIT socket is still there after $WAIT_S s"
-	"$TL_BIN/waitfor" -p "$_w" -t 1000
-	case $? in
-	0) continue ;;
-	3) ;;
-	*) tl_die "waitfor failed waiting for $(tl_name "$_w")" ;;
-	esac
-	_n=$((_n + 1))
-	if [ $((_n % PROGRESS_S)) -eq 0 ]; then
+	if [ "$_n" -ge "$_next" ]; then
+		_next=$(( (_n / PROGRESS_S + 1) * PROGRESS_S ))
 		_c=$(wc -l < "$RAW/countdown.txt") _s=$(wc -l < "$RAW/server-countdown.txt")
 		snap
 		tl_log "TIME-WAIT, waited $_n s: the client's socket (client-closes)" \
 			"$(look "$RAW/countdown.txt" "$_c"), the server's (server-closes)" \
 			"$(look "$RAW/server-countdown.txt" "$_s")"
 	fi
+	"$TL_BIN/waitfor" -p "$_w" -t 1000
+	case $? in
+	0|3) ;;
+	*) tl_die "waitfor failed waiting for $(tl_name "$_w")" ;;
+	esac
 done
 unwatch "$SW_CC" "$RAW/client-closes-sockwatch.txt"
 unwatch "$SW_SC_S" "$RAW/server-closes-server-sockwatch.txt"
