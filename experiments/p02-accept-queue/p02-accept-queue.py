@@ -190,6 +190,10 @@ def client_rows(part, group, cl, csnap, srv_by_peer, cap, cuts):
         un = unanswered_syns(segs)
         un_lo, un_hi = (sum(1 for p in un if p["t_ns"] <= cut) for cut in cuts)
         snd, rcv, aft = cl["sends"].get(i), cl["recvs"].get(i), cl["after"].get(i)
+        # the server's RSTs to it until the counters were read, in ms after its first SYN-ACK
+        sa0 = next((p["t_ns"] for p in segs if p["dir"] == "s>c" and p["flags"] == "SA"), None)
+        rst_ms = [round((p["t_ns"] - sa0) / 1e6, 3) for p in hi
+                  if p["dir"] == "s>c" and "R" in p["flags"] and sa0 is not None]
         rows.append({
             "group": group, "i": i, "local": c["local"], "connect": c["result"],
             "connect_errno": None if c["errno"] == "-" else c["errno"], "connect_t_ms": c["t_ms"],
@@ -203,6 +207,7 @@ def client_rows(part, group, cl, csnap, srv_by_peer, cap, cuts):
             "server": where, "server_state": srow["state"] if srow else None,
             "server_rq": srow["rq"] if srow else None,
             "server_retrans": srow["retrans"] if srow else None,
+            "rst_after_synack_ms": rst_ms,
             "at_server": dict(seg_counts(hi), syn_unanswered=un_hi),
             "at_server_by_snapshot": dict(seg_counts(lo), syn_unanswered=un_lo)})
     return rows
@@ -279,6 +284,13 @@ def summary(r):
         lo = sum(f(x["at_server_by_snapshot"][what]) for x in xs)
         out[key] = sum(f(x["at_server"][what]) for x in xs)
         out["bounds"][key] = [lo, out[key]]
+    # a request lives through its SYN-ACK and tcp_synack_retries retransmissions, each timeout
+    # twice the last from TCP_TIMEOUT_INIT (reqsk_timer_handler()); the server's RSTs after
+    # that answer a segment that found no request, only the listener
+    retries = r["sysctls"]["server"]["tcp_synack_retries"]
+    out["request_lifetime_ms"] = sum(1000 << k for k in range(retries + 1))
+    rst_ms = sorted(v for x in rows for v in x["rst_after_synack_ms"])
+    out["rst_after_synack_ms"] = [rst_ms[0], rst_ms[-1]] if rst_ms else None
     out["resets_seen"] = cnt(lambda x: x["recv"] is not None and x["recv"]["errno"] == "ECONNRESET")
     return out
 
@@ -379,6 +391,14 @@ def part_lines(r, what):
               f"  {sm['acks_from_unqueued']} ACK-bearing segments from those connected but not "
               f"queued; {sm['synacks_beyond_first']} SYN-ACK retransmissions, "
               f"{sm['rsts_at_server_end']} RSTs"]
+    if sm["rst_after_synack_ms"] and ss["tcp_abort_on_overflow"] == 0:
+        lo, hi = sm["rst_after_synack_ms"]
+        span = f"{lo:.3f}" if lo == hi else f"{lo:.3f} to {hi:.3f}"
+        lines.append(f"  those RSTs came {span} ms after their connection's first SYN-ACK; a "
+                     f"request lives {sm['request_lifetime_ms']} ms (tcp_synack_retries="
+                     f"{ss['tcp_synack_retries']}, reqsk_timer_handler()): "
+                     + ("it had expired, and the client's next segment found only the listener"
+                        if lo >= sm["request_lifetime_ms"] else "some came before it expired"))
     if sm["connected_not_queued"]:
         lines.append(f"so: connect() returned for {sm['connected_not_queued']} client(s) the "
                      "server holds no child for; a SYN-ACK came back, nothing was queued")
