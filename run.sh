@@ -172,7 +172,9 @@ die() {
 # diagnostic lines ("# ...").
 log() {
 	local line
-	line="$(date +%H:%M:%S) [run] $*"
+	# the time from printf's builtin strftime, not $(date): no command substitution (see
+	# rs_disk_full)
+	printf -v line '%(%H:%M:%S)T [run] %s' -1 "$*"
 	if [ -n "${KTAP_STARTED:-}" ]; then
 		printf '# %s\n' "${line//$'\n'/ }" >&"$KTAP_FD"
 	else

@@ -331,9 +331,11 @@ rs_reserve_give() {
 # rs_disk_full: whether $OUT's filesystem has less than RS_FULL_KB free for this user (root may
 # use the blocks ext4 reserves for it, others may not).
 rs_disk_full() {
-	local st free avail bsize
-	st=$(stat -f -c '%f %a %S' -- "$OUT" 2> /dev/null) || return 1
-	read -r free avail bsize <<< "$st"
+	local free avail bsize
+	# read from a process substitution, not a command substitution: it is checked every 0.1 s
+	# while units run, and bash 5.2 can lose a SIGINT that comes while it waits for a command
+	# substitution (docs/reliability.md, "A SIGINT to run.sh alone")
+	read -r free avail bsize < <(stat -f -c '%f %a %S' -- "$OUT" 2> /dev/null) || return 1
 	[ "$EUID" -eq 0 ] || free=$avail
 	[ $((free * bsize)) -lt $((RS_FULL_KB * 1024)) ]
 }
