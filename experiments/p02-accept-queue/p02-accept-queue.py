@@ -194,6 +194,9 @@ def client_rows(part, group, cl, csnap, srv_by_peer, cap, cuts):
         sa0 = next((p["t_ns"] for p in segs if p["dir"] == "s>c" and p["flags"] == "SA"), None)
         rst_ms = [round((p["t_ns"] - sa0) / 1e6, 3) for p in hi
                   if p["dir"] == "s>c" and "R" in p["flags"] and sa0 is not None]
+        # the server's snapshot (cuts[0]), in ms after that SYN-ACK: a request it held may have
+        # expired before it (the capture and sockwatch share CLOCK_MONOTONIC)
+        snap_ms = None if sa0 is None else round((cuts[0] - sa0) / 1e6, 3)
         rows.append({
             "group": group, "i": i, "local": c["local"], "connect": c["result"],
             "connect_errno": None if c["errno"] == "-" else c["errno"], "connect_t_ms": c["t_ms"],
@@ -207,7 +210,7 @@ def client_rows(part, group, cl, csnap, srv_by_peer, cap, cuts):
             "server": where, "server_state": srow["state"] if srow else None,
             "server_rq": srow["rq"] if srow else None,
             "server_retrans": srow["retrans"] if srow else None,
-            "rst_after_synack_ms": rst_ms,
+            "rst_after_synack_ms": rst_ms, "snapshot_after_synack_ms": snap_ms,
             "at_server": dict(seg_counts(hi), syn_unanswered=un_hi),
             "at_server_by_snapshot": dict(seg_counts(lo), syn_unanswered=un_lo)})
     return rows
