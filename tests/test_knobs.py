@@ -2,6 +2,7 @@
 `./run.sh UNIT --set NAME=VALUE`, checked before anything starts, handed to the collect script
 as TL_KNOB_<NAME> and recorded in the outputs (raw/<unit>/knobs.txt, "knobs" in the .json, a
 `knobs:` line in the .txt; docs/output-format.md, "Knobs")."""
+import glob
 import json
 import os
 import re
@@ -286,3 +287,52 @@ def test_p03_with_five_requests(tmp_path, bindir):
     # bulk kept its default: the knob given is the only one that changed
     assert " messages=2000 " in (raw / "bulk-client.txt").read_text()
     assert (out / "p03-small-writes.txt").read_text().splitlines()[-1].startswith("knobs: requests=5 ")
+
+
+# ---- the sheets' exercises use knobs that exist -------------------------------------------------
+
+def declared_knobs():
+    """experiments/units' "# knob: UNIT: NAME: DEFAULT: LO..HI: meaning" lines → {(unit, name):
+    (lo, hi)}."""
+    out = {}
+    with open(os.path.join(TOP, "experiments", "units")) as f:
+        for line in f:
+            if line.startswith("# knob: "):
+                unit, name, _default, rng = [x.strip() for x in line[8:].split(":")[:4]]
+                lo, hi = rng.split("..")
+                out[(unit, name)] = (int(lo), int(hi))
+    return out
+
+
+SET_CMD = re.compile(r"\./run\.sh ((?:[a-z0-9-]+ )+)((?:--set [a-z_0-9]+=\S+ ?)+)")
+
+
+def sheet_sets():
+    """Every `./run.sh UNIT... --set NAME=VALUE...` in docs/sheets/ (sheets and keys)."""
+    found = []
+    for path in sorted(glob.glob(os.path.join(TOP, "docs", "sheets", "**", "*.md"),
+                                 recursive=True)):
+        with open(path) as f:
+            for m in SET_CMD.finditer(f.read()):
+                units = m.group(1).split()
+                for kv in re.findall(r"--set ([a-z_0-9]+)=(\S+)", m.group(2)):
+                    found.append((os.path.relpath(path, TOP), units, *kv))
+    return found
+
+
+def test_every_sheet_exercise_sets_a_declared_knob_in_range():
+    knobs, sets = declared_knobs(), sheet_sets()
+    assert len({s[0] for s in sets}) >= 10, sets   # the sheets and keys that use knobs
+    for path, units, name, value in sets:
+        owners = [u for u in units if (u, name) in knobs]
+        assert owners, (path, units, name)
+        lo, hi = knobs[(owners[0], name)]
+        assert value.isdigit() and lo <= int(value) <= hi, (path, units, name, value)
+
+
+def test_the_sheet_check_can_fail():
+    knobs = declared_knobs()
+    assert ("p07-dns-dead-first", "timeout") in knobs and knobs[("p09-keepalive", "keepcnt")] == (1, 5)
+    m = SET_CMD.search("./run.sh p09-keepalive --set keepcnt=9")
+    assert m and m.group(1).split() == ["p09-keepalive"]
+    assert ("p09-keepalive", "nosuch") not in knobs
