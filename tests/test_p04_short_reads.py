@@ -134,6 +134,31 @@ def test_an_mss_still_capped_by_half_the_window_is_said(tmp_path):
                      "2 x 65483 = 130966: tcp_bound_to_half_wnd())"]
 
 
+def test_a_retransmitted_fin_is_counted_once(tmp_path):
+    """A FIN alone sent again (a loss probe or an RTO when its ACK came late under load) is a
+    retransmission, not new data: TcpExtTCPOrigDataSent counted it once, so must the capture.
+    A CI run had the capture at 728 against the counter's 727."""
+    raw = tmp_path / "raw"
+    shutil.copytree(os.path.join(REF, "raw"), raw, symlinks=True)
+    for side in ("capture", "server-capture"):
+        cap = raw / NAME / f"wire-plain-{side}.txt"
+        lines = cap.read_text().splitlines()
+        fin = next(i for i, x in enumerate(lines) if " dir=c>s flags=FA " in x and " len=0 " in x)
+        t_ns = int(re.search(r" t_ns=([0-9]+) ", lines[fin]).group(1))
+        again = re.sub(r" t_ns=[0-9]+ ", f" t_ns={t_ns + 10_000_000} ", lines[fin])
+        lines.insert(fin + 1, again)
+        end = re.sub(r"(packets|tcp|received)=([0-9]+)",
+                     lambda m: f"{m.group(1)}={int(m.group(2)) + 1}", lines[-1])
+        cap.write_text("\n".join(lines[:-1] + [end]) + "\n")
+    for f in ("wire-plain-counters-delta.txt",):
+        d = raw / NAME / f
+        d.write_text(d.read_text().replace("TcpRetransSegs +0", "TcpRetransSegs +1"))
+    j = report(raw, tmp_path / "out")
+    p = j["paths"]["wire"]["plain"]
+    assert p["capture"]["orig_units"] == p["counters"]["TcpExtTCPOrigDataSent"]
+    assert "DIFFER" not in (tmp_path / "out" / f"{NAME}.txt").read_text()
+
+
 def test_committed_reference_is_there():
     assert os.path.getsize(os.path.join(REF, NAME + ".svg")) > 0
     raw = os.path.join(REF, "raw", NAME)
