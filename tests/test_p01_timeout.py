@@ -34,3 +34,25 @@ def test_settimeout_socket_outlives_the_timeout(p01_quick_out):
     assert gone and abs(gone[0]["t_s"] - keep["closed_s"]) < 0.1   # gone exactly at close()
     assert cc["result"] == "timeout" and cc["after_close"] == []
     assert cc["errno"] is None and j["errno"] is None and j["counters"] is None   # no errno on a timeout
+
+
+def test_the_knobs_reach_the_script_and_are_recorded(tmp_path):
+    """--set timeout_ms and keep_ms (experiments/units): a 500 ms timeout comes before the first
+    SYN timeout (1 s), and keep_ms 0 closes the keep client at once, so neither client sees a
+    retransmission; the report says so instead of "kept trying", and records the knobs."""
+    from unit_live import run_unit, text
+    out = tmp_path / "out"
+    r = run_unit(out, "p01-timeout", "--set", "timeout_ms=500", "--set", "keep_ms=0")
+    assert r.returncode == 0, r.stderr[-3000:]
+    j = load(out, "p01-timeout")
+    assert j["knobs"] == {"timeout_ms": 500, "keep_ms": 0}
+    for name in ("cc", "keep"):
+        c = j[name]
+        assert c["result"] == "timeout" and abs(c["elapsed_s"] - 0.5) < 0.2, name
+        assert c["retransmits"] == [] and c["after_close"] == [], name
+        assert c["packets"]["syn_count"] == 1, name
+    assert j["keep"]["closed_s"] - j["keep"]["elapsed_s"] < 0.2
+    assert j["keep_retransmits_after_timeout"] == 0
+    t = text(out, "p01-timeout")
+    assert "SYN retransmissions after the program's timeout: 0: close() came before" in t
+    assert "knobs: timeout_ms=500 keep_ms=0 " in t

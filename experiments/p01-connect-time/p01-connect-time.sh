@@ -1,10 +1,18 @@
 #!/bin/sh
 # p01-connect-time: 2000 back-to-back connects to a listener that accepts and closes, and 2000
 # to a port where nothing listens; connect() alone is timed; the counters say what the kernel did.
+# The knobs (experiments/units): connects, the connects of each batch (N; TL_CONNECTS, the older
+# variable, sets it when run.sh is not asked), and backlog, the listen() backlog of the listener.
 . "$(dirname "$0")/../lib/collect.sh"
+
+# the knobs: checked here too, for a run without run.sh
+N=${TL_KNOB_CONNECTS:-${TL_CONNECTS:-2000}}
+BACKLOG=${TL_KNOB_BACKLOG:-128}
+tl_knob connects "$N" 1 20000
+tl_knob backlog "$BACKLOG" 8 4096
+
 tl_init "$1"
 "$TL_BIN/machine" > "$RAW/machine.txt" || tl_die "machine failed"
-N=${TL_CONNECTS:-2000}
 KEEP="TcpActiveOpens,TcpAttemptFails,TcpOutRsts,TcpEstabResets,TcpExtListenOverflows,TcpExtListenDrops,TcpExtTCPSynRetrans"
 
 # run_part NAME PORT: one batch of connects with counters around it.
@@ -20,7 +28,7 @@ run_part() {
 	tl_log "$1: $(head -n 1 "$RAW/$1-client.txt")"
 }
 
-tl_listener "$RAW/listener.txt" -p 21011 -b 128 -m close
+tl_listener "$RAW/listener.txt" -p 21011 -b "$BACKLOG" -m close
 tl_log "$N connects to an accept-and-close listener on 21011"
 run_part accept 21011
 tl_stop "$TL_LISTENER"

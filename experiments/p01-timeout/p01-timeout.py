@@ -112,9 +112,11 @@ def build(rawroot, outdir):
               f"socket and called close() at {keep['closed_s']:.3f} s", "sockwatch:"] + fmt_events(keep)
     lines += fmt_snap("sockets right after the timeout:", keep["after_timeout"], dest)
     lines += fmt_snap("sockets after close():", keep["after_close"], dest)
-    times = ", ".join(f"{e['t_s']:.3f}" for e in after_timeout) or "-"
+    times = ", ".join(f"{e['t_s']:.3f}" for e in after_timeout)
     lines += ["", f"SYN retransmissions after the program's timeout: {len(after_timeout)} "
-              f"(at {times} s): the kernel kept trying until close()."]
+              f"(at {times} s): the kernel kept trying until close()." if after_timeout else
+              "SYN retransmissions after the program's timeout: 0: close() came before the "
+              "kernel's next SYN was due."]
     cap = pkt.read_capture(os.path.join(rawdir, "capture.txt"), optional=True)
     for c, name in ((cc, CC), (keep, KEEP)):
         at = c.pop("_at")
