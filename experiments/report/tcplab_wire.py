@@ -134,7 +134,7 @@ def read_both_counters(rawdir, prefix, client=(), server=()):
 
 def read_tcpevents(rawdir, part):
     """tcpevents' lines for a part (tl_events_start PART) → {"events": [{"t_ns", "event", and
-    per kind: probe cwnd, srtt_us; retrans err; state old, new}], "lost", "missed"}, or
+    per kind: probe cwnd, ssthresh, srtt_us; retrans err; state old, new}], "lost", "missed"}, or
     {"blind": why} when it could not run (raw/PART-tcpevents-blind.txt, one line)."""
     blind = os.path.join(rawdir, f"{part}-tcpevents-blind.txt")
     if os.path.exists(blind):
@@ -154,7 +154,7 @@ def read_tcpevents(rawdir, part):
         d = t.Fields(path, t.kv(line))
         e = {"t_ns": d.int("t_ns"), "event": d.str("event")}
         if e["event"] == "probe":
-            e.update(cwnd=d.int("cwnd"), srtt_us=d.int("srtt_us"))
+            e.update(cwnd=d.int("cwnd"), ssthresh=d.int("ssthresh"), srtt_us=d.int("srtt_us"))
         if e["event"] == "retrans":
             e["err"] = d.str("err")
         if e["event"] == "state":
