@@ -58,7 +58,11 @@ WIRE_MODULES=(veth nf_tables nft_numgen nft_reject_inet sch_netem)
 # every wire.sh rule is nft_counter.ko up to 5.16 (5.10: CONFIG_NFT_COUNTER=m) and part of
 # nf_tables.ko since 5.17 ("netfilter: nf_tables: make counter support built-in").  Without it
 # 5.10's nft cannot add a rule with a counter: a bare initramfs autoloads no module.
-WIRE_MODULES_IF_SHIPPED=(nft_counter)
+# The wire units' own qdiscs and filters, where the package ships them (Debian's cloud kernels
+# build them as modules): tbf (p04-mid-loss paces the server's ACKs, p04-slow-start's
+# bottleneck), the ingress qdisc, u32 and mirred with the ifb device (p04-slow-start hands the
+# server's input to the bottleneck), and bbr for TCP_CONGESTION (a bare initramfs autoloads none).
+WIRE_MODULES_IF_SHIPPED=(nft_counter sch_tbf sch_ingress cls_u32 act_mirred ifb tcp_bbr)
 # The wire's tools, the host's own, in the guest's /bin: iproute2's ip and tc (busybox's ip cannot
 # make a veth pair or a named namespace, its tc has no netem), nft, util-linux's nsenter, and
 # dash, which runs the wire units; and iproute2's ss, which wire units use to cross-check
