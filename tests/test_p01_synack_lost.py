@@ -8,7 +8,8 @@ import subprocess
 import pytest
 
 from conftest import TOP
-from unit_live import PY, load, unit_out
+from unit_live import PY, load, run_unit, text, unit_out
+from unit_replay import Report
 
 pytestmark = pytest.mark.netns
 
@@ -84,3 +85,34 @@ def test_synack_lost_report_by_hand_is_the_same(synack_out, tmp_path):
     assert r.returncode == 0, r.stderr
     assert (tmp_path / "p01-synack-lost.txt").read_text() == \
         (synack_out / "p01-synack-lost.txt").read_text()
+
+
+# ---- the knob drops (experiments/units) ------------------------------------------------------
+
+test_collect_script_refuses_a_bad_knob, test_run_sh_refuses_a_bad_knob = \
+    Report("p01-synack-lost").knob_tests([("DROPS", "0"), ("DROPS", "5"), ("DROPS", "x")],
+                                         ["drops=0", "drops=5", "drops=two"])
+
+
+def test_synack_lost_knob_drops_three(tmp_path):
+    """--set drops=3: each rule drops 3 SYN-ACKs and the report counts what it recorded, not 2.
+    Part lost: one more SYN-ACK dropped on the way means the server's TCPSynRetrans is the
+    SYN-ACKs that left less one, the first 3 at the client dropped.  Part local: the SYN-ACK
+    that leaves first after a SYN whose answer the server's own hook dropped is the request
+    timer's, a second later, not that SYN's answer (classify(): ANSWER_NS)."""
+    r = run_unit(tmp_path, "p01-synack-lost", "--set", "drops=3")
+    assert r.returncode == 0, r.stderr[-3000:]
+    j = load(tmp_path, "p01-synack-lost")
+    knobs = open(os.path.join(tmp_path, "raw", "p01-synack-lost", "knobs.txt")).read()
+    assert "drops=3" in knobs, knobs
+    for part in ("lost", "local"):
+        p = j["parts"][part]
+        assert p["rule"]["packets"] == 3 and p["result"] == "ok", part
+        assert len(p["syns_ms"]) >= 3, part          # two SYN retransmissions at least
+        for s in p["synacks_sent"]:
+            assert s["after_syn_us"] is None or s["after_syn_us"] < 100_000, (part, s)
+    lost = j["parts"]["lost"]
+    assert lost["dropped_at_client"] == 3
+    assert len(lost["synacks_at_client_ms"]) == len(lost["synacks_sent"]) >= 4
+    assert lost["server_counters"]["TcpExtTCPSynRetrans"] == len(lost["synacks_sent"]) - 1
+    assert "dropped by the rule: 3" in text(tmp_path, "p01-synack-lost")

@@ -125,6 +125,32 @@ test_report_refuses_bad_raw = R.refusal_test([
 test_live_run_kernel_facts = R.live_test(check_all, timeout=240)
 
 
+# ---- the knob fin_timeout ------------------------------------------------------------------
+
+test_collect_script_refuses_a_bad_knob, test_run_sh_refuses_a_bad_knob = R.knob_tests(
+    [("FIN_TIMEOUT", "3"), ("FIN_TIMEOUT", "61"), ("FIN_TIMEOUT", "x"), ("FIN_TIMEOUT", "05")],
+    ["fin_timeout=0", "fin_timeout=3", "fin_timeout=120"])
+
+
+@pytest.mark.timing
+@pytest.mark.netns
+def test_live_run_with_fin_timeout(tmp_path, bindir):
+    """--set fin_timeout=5 (about 10 s, not 65): tcp_fin_timeout 5 in the client's namespace
+    only; the orphan reaped near 5 s and, being over 4 s, counted TW; the two CLOSE-WAIT
+    sockets and the held FIN-WAIT-2 still there after it, as check_all asserts from what the
+    run recorded."""
+    r = subprocess.run([RUN, "--out", str(tmp_path), "--set", "fin_timeout=5", NAME],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-3000:]
+    j = check_all(str(tmp_path))
+    assert j["knobs"] == {"fin_timeout": 5}
+    assert j["sysctls"]["net.ipv4.tcp_fin_timeout"] == 5
+    assert j["server_sysctls"]["net.ipv4.tcp_fin_timeout"] == 60     # its namespace's default
+    assert j["conns"]["orphan"]["fin_time"]["ms"] == 5000
+    assert j["conns"]["orphan"]["fin_wait2"]["lived_ms"] < 6000
+    assert "knobs: fin_timeout=5 " in (tmp_path / f"{NAME}.txt").read_text()
+
+
 def namespaces_of(pid):
     out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     return [w.split()[0] for w in out.splitlines() if w.startswith(f"tcplab-{pid}-")]

@@ -7,10 +7,11 @@ tcp_fin_time(), the per-socket TCP_LINGER2 winning over the sysctl, the 3.5 RTO 
 TW/TWKilled split, and linger2 -1's RST with its two counters.  Then the report on bad raw
 input."""
 import os
+import subprocess
 
 import pytest
 
-from unit_replay import Report, no_line, missing, write, drop_line, replace, window
+from unit_replay import RUN, Report, no_line, missing, write, drop_line, replace, window
 
 NAME = "p05-fin-wait2-timeout"
 R = Report(NAME)
@@ -75,7 +76,8 @@ def check_sysctl(j, prm):
 def check_linger2(j, prm):
     fin = j["sysctls"]["net.ipv4.tcp_fin_timeout"]
     p = j["parts"]["linger2"]
-    assert p["linger2"] == prm["linger2"] == p["linger2_readback"] > fin
+    # the knobs fin_timeout and linger2 may put the socket's value on either side of the sysctl
+    assert p["linger2"] == prm["linger2"] == p["linger2_readback"] != 0
     assert p["fin_time"]["ms"] == prm["linger2"] * 1000     # the socket's value, not the sysctl
     check_reaped(j, "linger2", p["fin_time"]["ms"])
 
@@ -223,3 +225,34 @@ test_report_refuses_bad_raw = R.refusal_test([
 # ---- a live run ------------------------------------------------------------------------------
 
 test_live_run_kernel_facts = pytest.mark.timing(R.live_test(check_all, timeout=150))
+
+
+# ---- the knobs fin_timeout and linger2 ---------------------------------------------------------
+
+test_collect_script_refuses_a_bad_knob, test_run_sh_refuses_a_bad_knob = R.knob_tests(
+    [("FIN_TIMEOUT", "0"), ("FIN_TIMEOUT", "11"), ("FIN_TIMEOUT", "x"),
+     ("LINGER2", "0"), ("LINGER2", "31"), ("LINGER2", "-1")],
+    ["fin_timeout=0", "fin_timeout=61", "linger2=0", "linger2=31"])
+
+
+@pytest.mark.timing
+@pytest.mark.netns
+def test_live_run_with_knobs(tmp_path, bindir):
+    """--set fin_timeout=5 --set linger2=2: part sysctl's orphan lives 5 s and, being over 4 s,
+    counts TW (3 s counted TWKilled); part linger2's socket value, now shorter than the sysctl,
+    still wins: 2 s, TWKilled, and the part's title says shorter.  Every other kernel fact as
+    check_all asserts it, from what the run recorded."""
+    r = subprocess.run([RUN, "--out", str(tmp_path), "--set", "fin_timeout=5", "--set",
+                        "linger2=2", NAME], capture_output=True, text=True, timeout=150)
+    assert r.returncode == 0, r.stderr[-3000:]
+    j = check_all(str(tmp_path), os.path.join(tmp_path, "raw", NAME))
+    assert j["knobs"] == {"fin_timeout": 5, "linger2": 2}
+    assert j["sysctls"]["net.ipv4.tcp_fin_timeout"] == 5
+    s, l2 = j["parts"]["sysctl"], j["parts"]["linger2"]
+    assert s["linger2_readback"] == 5 and s["fin_time"]["ms"] == 5000
+    assert s["counters"]["TcpExtTW"] == 1 and s["counters"]["TcpExtTWKilled"] == 0
+    assert l2["linger2"] == 2 and l2["fin_time"]["ms"] == 2000
+    assert l2["counters"]["TcpExtTWKilled"] == 1 and l2["counters"]["TcpExtTW"] == 0
+    text = (tmp_path / f"{NAME}.txt").read_text()
+    assert "== linger2: TCP_LINGER2 shorter than tcp_fin_timeout: the socket's value wins" in text
+    assert "knobs: fin_timeout=5 linger2=2 " in text

@@ -1,5 +1,5 @@
-"""p06-port-exhaustion: a 10-port ip_local_port_range and a client that closes first.  The same
-kernel facts are asserted on the committed reference (the report replayed on
+"""p06-port-exhaustion: a 10-port ip_local_port_range (the knob ports) and a client that closes
+first.  The same kernel facts are asserted on the committed reference (the report replayed on
 outputs/RELEASE/raw/, no root) and on a live run (./run.sh --out TMP p06-port-exhaustion, root
 and namespaces), each expectation derived from the sysctls and parameters that run recorded
 (the range, tcp_tw_reuse_delay or its absence, tcp_max_tw_buckets as set), never from a speed:
@@ -8,10 +8,11 @@ rule, no reuse without timestamps, TCPTimeWaitOverflow, and the bind() 2x2.  The
 bad raw input."""
 import os
 import re
+import subprocess
 
 import pytest
 
-from unit_replay import Report, no_line, missing, write, drop_line, replace
+from unit_replay import RUN, Report, no_line, missing, write, drop_line, replace
 
 NAME = "p06-port-exhaustion"
 R = Report(NAME)
@@ -320,6 +321,32 @@ def test_capture_clock_offset_changes_no_verdict(tmp_path, shift_us):
         assert p["rule_disagrees"] == [], (name, p["rule_disagrees"])
 
 
+test_collect_script_refuses_a_bad_knob, test_run_sh_refuses_a_bad_knob = R.knob_tests(
+    [("PORTS", "2"), ("PORTS", "65"), ("PORTS", "5"), ("PORTS", "x"),
+     ("REUSE_DELAY", "199"), ("REUSE_DELAY", "5001"), ("REUSE_DELAY", "01")],
+    ["ports=2", "ports=65", "reuse_delay=100", "reuse_delay=soon"])
+
+
 # ---- a live run ------------------------------------------------------------------------------
 
 test_live_run_kernel_facts = R.live_test(check_all, timeout=120)
+
+
+@pytest.mark.netns
+def test_live_run_with_knobs(tmp_path, bindir):
+    """ports=4, reuse_delay=300: the same kernel facts with 4 ports (connect() #5 finds them all
+    held) and the rule's delay 300 ms where the kernel has tcp_tw_reuse_delay: the polls' first
+    takeovers come 300 ms into a TIME-WAIT, well before the default's 1000."""
+    r = subprocess.run([RUN, "--out", str(tmp_path), "--set", "ports=4", "--set",
+                        "reuse_delay=300", NAME], capture_output=True, text=True, timeout=120)
+    if r.returncode != 0 and "has no net.ipv4.tcp_tw_reuse_delay" in r.stderr:
+        pytest.skip("this kernel has no tcp_tw_reuse_delay")
+    assert r.returncode == 0, r.stderr[-3000:]
+    j = R.check(check_all, tmp_path, tmp_path)
+    assert j["port_range"] == [40000, 40003] and j["count"] == 5
+    assert changed(j, "setup", "net.ipv4.tcp_tw_reuse_delay") == 300
+    assert j["reuse_rule"]["delay_ms"] == 300
+    assert len(j["parts"]["wire"]["connects"]) == 5
+    for name in ("loopback", "reuse1"):
+        u = j["parts"][name]["poll"]["reused"]
+        assert 300 <= u["age_ms"] < 1000, (name, u)

@@ -1,8 +1,9 @@
 #!/usr/bin/python3
 """p01-close-synsent-late report: close() on a SYN-SENT socket, then the server's SYN-ACK for the
-SYN it had already sent arrives (its first SYN-ACK dropped by nft, its retransmission on its own
-timer): the client kernel answers it with a RST.  The packets with their times, the client's
-socket gone at close(), each side's counters."""
+SYN it had already sent arrives (its first SYN-ACK dropped by nft, its retransmission on its
+own timer; the client's poll() timeout is the knob timeout_ms): the client kernel answers it
+with a RST.  The packets with their times, the client's socket gone at close(), each side's
+counters."""
 import os
 import sys
 

@@ -67,9 +67,15 @@ def build(rawroot, outdir):
     lines = [f"{NAME}: blocking connect() across the wire answered with a RST, by nft and by "
              "the server's own TCP", t.header(kernel, t.collected_at(rawdir), tw.wire_where(rawdir)),
              ""]
+    # the knob drop_syns (experiments/units): part nft's first SYNs dropped before the reject
+    drop_syns = (t.read_knobs(rawdir) or {}).get("drop_syns", 0)
     rows = []
     for p in parts:
-        lines += [f"== {p['name']}: {p['who']}",
+        lines += [f"== {p['name']}: {p['who']}"]
+        if p["name"] == "nft" and drop_syns:
+            lines += [f"(knob drop_syns={drop_syns}: a drop rule before the reject: the first "
+                      f"{'SYN' if drop_syns == 1 else f'{drop_syns} SYNs'} had no answer)"]
+        lines += [
                   f"connect() from {p['client']}: {p['errno'] or p['result']} after "
                   f"{p['elapsed_s'] * 1e3:.3f} ms", "",
                   "packets on veth-c (t_ms from the start of connect()):"]
@@ -100,14 +106,16 @@ def build(rawroot, outdir):
     nft, kern = parts
     d = {k: (tw.delta(nft["counters_server"], k), tw.delta(kern["counters_server"], k))
          for k in ("TcpOutRsts", "TcpInSegs")}
-    lines += ["", f"server TcpOutRsts: {d['TcpOutRsts'][0]:+d} for nft's RST, "
+    lines += ["", f"server TcpOutRsts: {d['TcpOutRsts'][0]:+d} for nft's "
+              f"{'RST' if nft['rst'] else '(no RST came)'}, "
               f"{d['TcpOutRsts'][1]:+d} for the kernel's; server TcpInSegs: "
               f"{d['TcpInSegs'][0]:+d} (nft) and {d['TcpInSegs'][1]:+d} (kernel)", ""]
     obj = {"experiment": NAME, "kernel": kernel, "collected_at": t.collected_at(rawdir),
            "load_average": None,
            # the top-level keys describe the first part (docs/output-format.md)
            "counters": nft["counters_client"], "result": nft["result"], "errno": nft["errno"],
-           "elapsed_s": nft["elapsed_s"], "parts": {p["name"]: tw.strip_private(p) for p in parts},
+           "elapsed_s": nft["elapsed_s"], **({"drop_syns": drop_syns} if drop_syns else {}),
+           "parts": {p["name"]: tw.strip_private(p) for p in parts},
            "server_outrsts": {"nft": d["TcpOutRsts"][0], "kernel": d["TcpOutRsts"][1]},
            "server_insegs": {"nft": d["TcpInSegs"][0], "kernel": d["TcpInSegs"][1]}}
     tw.write_with_ladder(outdir, NAME, lines + tw.ladder_lines(rows), obj, rows)

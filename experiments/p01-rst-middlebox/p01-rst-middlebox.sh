@@ -5,6 +5,13 @@
 # tcp_v4_send_reset).  connect() fails the same way; the capture and each side's counters show
 # who sent which RST.
 . "$(dirname "$0")/../lib/collect.sh"
+# the knob (experiments/units): checked here too, for a run without run.sh.  DROP_SYNS > 0 puts
+# a count-based drop rule before the reject in part nft: the first DROP_SYNS SYNs get no answer
+# at all, the next one the RST (connect_block -s 2 gives the SYNs a budget of about 7 s: on a
+# kernel whose SYN timeouts double, 1 + 2 + 4 s, drop_syns=3 leaves no SYN to answer, ETIMEDOUT)
+DROP_SYNS=${TL_KNOB_DROP_SYNS:-0}
+tl_knob drop_syns "$DROP_SYNS" 0 3
+
 tl_wire_init "$1"
 CKEEP="TcpActiveOpens,TcpAttemptFails,TcpInSegs,TcpOutSegs,TcpRetransSegs,TcpOutRsts,TcpInErrs,TcpExtTCPAbortOnSyn,TcpExtTCPSynRetrans"
 SKEEP="TcpInSegs,TcpOutSegs,TcpOutRsts,TcpPassiveOpens,TcpAttemptFails,TcpInErrs,IpInReceives,IpInDelivers,IpOutRequests,IcmpOutMsgs"
@@ -26,6 +33,8 @@ part() {
 
 # nft answers the SYN (SYN set, ACK clear) to 21017 with a RST; nothing listens there either,
 # so without the rule the kernel would answer: the rule is what is measured
+[ "$DROP_SYNS" -eq 0 ] ||
+	tl_fault server in "drop-first:$DROP_SYNS" tcp dport 21017 tcp flags syn / syn,ack
 tl_fault server in reject:tcp-reset tcp dport 21017 tcp flags syn / syn,ack
 part nft 21017
 tl_in server nft list ruleset > "$RAW/nft-nft.txt" || tl_die "nft list ruleset failed"

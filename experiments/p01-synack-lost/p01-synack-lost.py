@@ -1,9 +1,9 @@
 #!/usr/bin/python3
-"""p01-synack-lost report: the first 2 SYN-ACKs dropped by nft, once on the client's input hook
-(a loss on the way: the server's sends succeed) and once on the server's own output hook (its
-sends fail).  Both timers (the client's SYN-SENT socket, the server's request socket) as
-sockwatch saw them in their namespaces, every SYN-ACK at both ends of the veth with what sent
-it, and which side's counter counts which retransmission."""
+"""p01-synack-lost report: the first SYN-ACKs (the knob drops, 2 by default) dropped by nft,
+once on the client's input hook (a loss on the way: the server's sends succeed) and once on the
+server's own output hook (its sends fail).  Both timers (the client's SYN-SENT socket, the
+server's request socket) as sockwatch saw them in their namespaces, every SYN-ACK at both ends
+of the veth with what sent it, and which side's counter counts which retransmission."""
 import os
 import sys
 
@@ -22,6 +22,9 @@ COUNTERS = ("TcpActiveOpens", "TcpPassiveOpens", "TcpOutSegs", "TcpInSegs", "Tcp
 SIDE_BY_SIDE = ("TcpExtTCPSynRetrans", "TcpRetransSegs", "TcpExtTCPTimeouts", "TcpOutSegs",
                 "IpOutRequests", "IpOutTransmits", "TcpActiveOpens", "TcpPassiveOpens")
 
+# the longest a SYN-ACK that answers a SYN can take to leave (classify()); the timers are 1 s
+ANSWER_NS = 100_000_000
+
 
 def watch(path, start_ns, end_ns):
     events = [t.sockwatch_event(e, start_ns) for e in t.read_sockwatch(path, end_ns)]
@@ -38,13 +41,18 @@ def classify(server_segs):
     """What sent each SYN-ACK that left the server, from the order on the server's end of the
     veth: the first answers the first SYN; a later one that is the first SYN-ACK after a
     retransmitted SYN arrived answers that SYN; any other was sent with no new SYN to answer,
-    by the request's own timer.  → list of {"t_ns", "why", "after_syn_us"}."""
+    by the request's own timer.  An answer leaves within ANSWER_NS of its SYN (µs here, a few
+    ms in an emulated guest): a SYN-ACK later than that is the timer's, the SYN's answer having
+    been dropped before this capture saw it (a rule on the server's output hook, drops > 2).
+    → list of {"t_ns", "why", "after_syn_us"}."""
     out, pending, syn_n = [], None, -1
     for p in server_segs:
         if p["dir"] == "c>s" and p["flags"] == "S":
             syn_n += 1
             pending = (syn_n, p["t_ns"])
         elif p["dir"] == "s>c" and p["flags"] == "SA":
+            if pending is not None and p["t_ns"] - pending[1] > ANSWER_NS:
+                pending = None
             if pending is not None:
                 n, ts = pending
                 why = "answers SYN 0" if n == 0 and not out else f"answers SYN {n} (a retransmission)"

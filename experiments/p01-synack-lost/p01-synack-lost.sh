@@ -1,5 +1,6 @@
 #!/bin/sh
-# p01-synack-lost: a blocking connect() across the wire while nft drops the first 2 SYN-ACKs.
+# p01-synack-lost: a blocking connect() across the wire while nft drops the first DROP SYN-ACKs
+# (the knob drops, 2 by default).
 # The client's SYN-SENT socket retransmits its SYN on its timer; the server's request socket
 # (SYN-RECV) retransmits its SYN-ACK on its own timer (reqsk_timer_handler) and answers a
 # retransmitted SYN with one too (tcp_check_req).  Two parts, one rule each:
@@ -8,8 +9,11 @@
 # In each part sockwatch watches both sockets, each in its own namespace, and a capture on
 # each end of the veth shows which SYN-ACKs left the server and which reached the client.
 . "$(dirname "$0")/../lib/collect.sh"
+# the knob (experiments/units): checked here too, for a run without run.sh
+DROP=${TL_KNOB_DROPS:-2}
+tl_knob drops "$DROP" 1 4
+
 tl_wire_init "$1"
-DROP=2
 KEEP="TcpActiveOpens,TcpPassiveOpens,TcpOutSegs,TcpInSegs,TcpRetransSegs,TcpExtTCPSynRetrans,TcpExtTCPTimeouts,IpOutRequests,IpOutTransmits"
 
 # part NAME PORT SIDE HOOK: one connect() with the first DROP SYN-ACKs from PORT dropped by a

@@ -1,7 +1,8 @@
 #!/bin/sh
 # p05-close-wait: a server that reads EOF and never closes, across the wire, at the default
-# tcp_fin_timeout (60 s).  Two connections at once, each to its own peer server in the server
-# namespace (`-s drain,hold,close`: it reads to EOF, then holds the socket in CLOSE-WAIT):
+# tcp_fin_timeout (60 s; the knob fin_timeout, 4..60, sets it in the client's namespace).  Two
+# connections at once, each to its own peer server in the server namespace
+# (`-s drain,hold,close`: it reads to EOF, then holds the socket in CLOSE-WAIT):
 #   orphan  the client close()s: its socket is an orphan; once the server's ACK of its FIN comes
 #           it is FIN-WAIT-2, kept by the kernel's FIN_WAIT2 timer alone, and reaped after
 #           tcp_fin_timeout
@@ -15,6 +16,12 @@
 # its facts are timers of a second or more: in a QEMU guest the watchers sample every 10 ms
 # shellcheck disable=SC2034 # read by tl_init (TL_WATCH_US)
 TL_GUEST_WATCH_US=10000
+
+# the knob (experiments/units): checked here too, for a run without run.sh.  At its default the
+# unit leaves the namespace's tcp_fin_timeout as the kernel made it (60 s: what it always did)
+FIN_KNOB=${TL_KNOB_FIN_TIMEOUT:-60}
+tl_knob fin_timeout "$FIN_KNOB" 4 60
+
 tl_close_init "$1"
 ORPHAN=21060
 HELD=21061
@@ -58,6 +65,9 @@ wait_gone() {
 	done
 }
 
+# the client's namespace only (the server's keeps its default; the report shows both)
+[ "$(cat /proc/sys/net/ipv4/tcp_fin_timeout)" = "$FIN_KNOB" ] ||
+	sysctl -qw net.ipv4.tcp_fin_timeout="$FIN_KNOB" || tl_die "cannot set tcp_fin_timeout"
 tl_sysctls "$SYSCTLS" > "$RAW/sysctls.txt" || tl_die "reading the sysctls failed"
 tl_sysctls "$SYSCTLS" tl_srv > "$RAW/server-sysctls.txt" || tl_die "reading the server's sysctls failed"
 FIN=$(cat /proc/sys/net/ipv4/tcp_fin_timeout) || tl_die "cannot read tcp_fin_timeout"

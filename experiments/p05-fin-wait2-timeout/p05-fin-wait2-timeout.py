@@ -29,6 +29,16 @@ C_COUNTERS = ("TcpExtTW", "TcpExtTWKilled", "TcpExtTCPAbortOnData", "TcpExtTCPAb
 S_COUNTERS = ("TcpEstabResets", "TcpExtTCPAbortOnData")
 
 
+def title(r):
+    """The part's title; linger2's says how the socket's value (the knob linger2) stands to
+    tcp_fin_timeout (the knob fin_timeout), as the run recorded them."""
+    if r["part"] != "linger2" or r["linger2"] > r["fin_s"]:
+        return TITLES[r["part"]]
+    if r["linger2"] < r["fin_s"]:
+        return "TCP_LINGER2 shorter than tcp_fin_timeout: the socket's value wins"
+    return "TCP_LINGER2 equal to tcp_fin_timeout: the socket's value, the same"
+
+
 def one_part(rawdir, name, hz, fin_s):
     f = lambda s: os.path.join(rawdir, f"{name}-{s}")  # noqa: E731
     cl = tc.read_peer(f("client.txt"))
@@ -64,7 +74,7 @@ def one_part(rawdir, name, hz, fin_s):
     prior = [x for x in cl["steps"] if x.int("n", -1) == close.int("n", -1) - 1]
     if not prior:
         raise t.RawError(f"{f('client.txt')}: no step before `close`")
-    return {"part": name, "hz": hz, "port": c.str("peer").rsplit(":", 1)[1], "local": local,
+    return {"part": name, "hz": hz, "fin_s": fin_s, "port": c.str("peer").rsplit(":", 1)[1], "local": local,
             "start_ns": start, "linger2": asked, "linger2_readback": readback,
             "linger2_sets": sets,
             "close_ms": round((close.int("t_ns") - start) / 1e6, 3), "rto_ms": rto,
@@ -79,7 +89,7 @@ def ms(r, ns):
 
 
 def part_lines(r):
-    lines = [f"== {r['part']}: {TITLES[r['part']]} (port {r['port']})",
+    lines = [f"== {r['part']}: {title(r)} (port {r['port']})",
              "TCP_LINGER2: " + "; then ".join(
                  f"setsockopt {a}, getsockopt {b}"
                  + (" (0 reads back tcp_fin_timeout)" if a == 0 else
@@ -139,7 +149,7 @@ def part_rows(r):
     notes = [(r["start_ns"] + round(r["close_ms"] * 1e6), "client: close()")]
     notes += [(e["t_ns"], f"sockwatch: {e['event']} {t.shown_state(e['state'])} timer={e['timer']} "
                f"expires_ms={e['expires_ms']}") for e in r["events"]]
-    return [{"sep": f"{r['part']}: {TITLES[r['part']]}"}] + \
+    return [{"sep": f"{r['part']}: {title(r)}"}] + \
         pkt.ladder_rows(r["segs"], r["start_ns"], notes)
 
 

@@ -4,7 +4,8 @@
 # to a peer server in the server namespace that reads to EOF and holds its socket (CLOSE-WAIT,
 # `-s drain,hold,close`), so the client's FIN is acknowledged and no FIN comes back:
 #   sysctl      linger2:0 (the namespace's tcp_fin_timeout, read back), close(): reaped after FIN s
-#   linger2     linger2:LINGER2 (longer than FIN), close(): the socket's value wins
+#   linger2     linger2:LINGER2 (6, longer than FIN by default), close(): the socket's value
+#               wins, shorter or longer than FIN
 #   floor       a route with rto_min FLOOR_RTO_MIN_MS to the server, linger2:1, close():
 #               tcp_fin_time() never goes below 3.5 RTO
 #   abort       linger2:200 (read back: clamped at TCP_FIN_TIMEOUT_MAX), then linger2:-1, close()
@@ -13,14 +14,20 @@
 #   abort-held  linger2:-1, shutdown(SHUT_WR), then close() once sockwatch saw FIN-WAIT-2:
 #               __tcp_close() sends the RST (TCPAbortOnLinger)
 # Each part: both sides' counters, sockwatch on both sides, the client's end of the veth
-# captured.  The times come from sockwatch, the waits poll its output.
+# captured.  The times come from sockwatch, the waits poll its output.  FIN (3) and LINGER2 (6)
+# are the knobs fin_timeout and linger2 (experiments/units).
 . "$(dirname "$0")/../lib/collect.sh"
 # its facts are timers of a second or more: in a QEMU guest the watchers sample every 10 ms
 # shellcheck disable=SC2034 # read by tl_init (TL_WATCH_US)
 TL_GUEST_WATCH_US=10000
+
+# the knobs (experiments/units): checked here too, for a run without run.sh
+FIN=${TL_KNOB_FIN_TIMEOUT:-3}
+LINGER2=${TL_KNOB_LINGER2:-6}
+tl_knob fin_timeout "$FIN" 1 10
+tl_knob linger2 "$LINGER2" 1 30
+
 tl_close_init "$1"
-FIN=3
-LINGER2=6
 FLOOR_RTO_MIN_MS=1000
 
 # wait_gone FILE PORT BOUND_S: wait (probes/waitfor: one program, not a grep and a sleep every

@@ -1,9 +1,10 @@
 #!/usr/bin/python3
-"""p06-port-exhaustion report: a client namespace with a 10-port ip_local_port_range, a client
-that closes first.  Per part: each connect() (its port, its result), each connection's close in
-the capture (the server's FIN starts TIME-WAIT), the TIME-WAIT sockets sock_diag showed, the
-poll's connect()s against the reuse rule of tcp_twsk_unique() (the delay from the sysctls), the
-counters of both sides and the namespace's sockstat; then the bind() 2x2 of the server side.
+"""p06-port-exhaustion report: a client namespace with a small ip_local_port_range (10 ports, or
+the knob ports), a client that closes first.  Per part: each connect() (its port, its result),
+each connection's close in the capture (the server's FIN starts TIME-WAIT), the TIME-WAIT sockets
+sock_diag showed, the poll's connect()s against the reuse rule of tcp_twsk_unique() (the delay
+from the sysctls, as the setup left them), the counters of both sides and the namespace's
+sockstat; then the bind() 2x2 of the server side.
 Every number from raw/."""
 import os
 import re
@@ -702,7 +703,9 @@ def build(rawroot, outdir):
     changes = read_changes(os.path.join(rawdir, "sysctl-changes.txt"))
     prm = t.read_kv(os.path.join(rawdir, "params.txt"))
     lo, hi = prm.int("lo", 1, 65535), prm.int("hi", 1, 65535)
-    rule = reuse_rule(cs, spath)
+    # the rule as the parts ran: tcp_tw_reuse_delay as the setup left it (the knob reuse_delay
+    # sets it there when it is not the namespace's own value)
+    rule = reuse_rule(effective(cs, changes, "setup"), spath)
     if ("setup", f"net.ipv4.ip_local_port_range={lo} {hi}") not in changes:
         raise t.RawError(f"{os.path.join(rawdir, 'sysctl-changes.txt')}: no `setup "
                          f"net.ipv4.ip_local_port_range={lo} {hi}` (params.txt's range)")

@@ -30,9 +30,23 @@
 # Every wait is a poll with a deadline: readiness lines, sock_diag snapshots, and the poll's
 # own connect() times (CLOCK_MONOTONIC, as peer prints them).
 . "$(dirname "$0")/../lib/collect.sh"
+
+# the knobs (experiments/units): checked here too, for a run without run.sh.  ports: the size of
+# the client's ip_local_port_range (even: its ends of different parity, as ip-sysctl.rst asks);
+# reuse_delay: net.ipv4.tcp_tw_reuse_delay in the client's namespace (ms), set only when it is
+# not the namespace's value already (1000, the kernel's default: nothing set, nothing recorded)
+PORTS=${TL_KNOB_PORTS:-10}
+REUSE_DELAY=${TL_KNOB_REUSE_DELAY:-1000}
+tl_knob ports "$PORTS" 4 64
+tl_knob reuse_delay "$REUSE_DELAY" 200 5000
+if [ $((PORTS % 2)) -ne 0 ]; then
+	echo "$TL_UNIT: knob ports='$PORTS': want an even number (ends of different parity)" >&2
+	exit 2
+fi
+
 tl_wire_init "$1"
 LO=40000
-HI=40009			# different parity ends (ip-sysctl.rst, ip_local_port_range)
+HI=$((LO + PORTS - 1))		# different parity ends (ip-sysctl.rst, ip_local_port_range)
 COUNT=$((HI - LO + 2))		# the range + 1
 POLL_MS=20			# between two connect()s of a poll (sleep $POLL_S)
 POLL_S=0.02
@@ -187,7 +201,17 @@ tl_sysctls "$SYSCTLS" tl_srv > "$RAW/server-sysctls.txt"
 : > "$RAW/sysctl-changes.txt"
 PART=setup
 set_sysctl ip_local_port_range "$LO $HI"
-DELAY_MS=$(cat /proc/sys/net/ipv4/tcp_tw_reuse_delay 2>/dev/null) || DELAY_MS=1000
+DELAY_MS=$(cat /proc/sys/net/ipv4/tcp_tw_reuse_delay 2>/dev/null) || DELAY_MS=""
+if [ -z "$DELAY_MS" ]; then
+	# a kernel without tcp_tw_reuse_delay (the 5.10 to 6.12 references): the rule's clock is
+	# whole seconds, so only the default
+	[ "$REUSE_DELAY" -eq 1000 ] ||
+		tl_die "knob reuse_delay=$REUSE_DELAY: this kernel has no net.ipv4.tcp_tw_reuse_delay"
+	DELAY_MS=1000
+elif [ "$DELAY_MS" -ne "$REUSE_DELAY" ]; then
+	set_sysctl tcp_tw_reuse_delay "$REUSE_DELAY"
+	DELAY_MS=$(cat /proc/sys/net/ipv4/tcp_tw_reuse_delay) || tl_die "cannot read tcp_tw_reuse_delay"
+fi
 DEADLINE_MS=$((DELAY_MS + 1000))
 MAX_TW=$(cat /proc/sys/net/ipv4/tcp_max_tw_buckets) || tl_die "no tcp_max_tw_buckets"
 echo "lo=$LO hi=$HI count=$COUNT poll_ms=$POLL_MS deadline_ms=$DEADLINE_MS" \
