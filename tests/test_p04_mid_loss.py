@@ -14,7 +14,6 @@ import subprocess
 
 import pytest
 
-from conftest import TOP, reference_dirs
 from unit_replay import Report, missing, no_line, replace, write, tseq_panels, PY
 
 NAME = "p04-mid-loss"
@@ -98,23 +97,17 @@ ref_out, test_reference_kernel_facts, test_reference_report_is_the_committed_one
 BACKLOG_RTO = {"6.1.0-57-cloud-amd64"}
 
 
-@pytest.mark.parametrize("release", [d for d in reference_dirs()
-                                     if os.path.isdir(os.path.join(TOP, "outputs", d, "raw", NAME))])
-def test_every_kernels_reference_shows_the_kernel_facts(release, tmp_path_factory):
-    """The same facts on every kernel's committed reference (the guests' under QEMU included):
-    the report replayed on its raw/ (test_references_replay checks it is the committed one)."""
-    ref = Report(NAME, ref=os.path.join(TOP, "outputs", release))
-    out = ref.replay(tmp_path_factory)
-    if release not in BACKLOG_RTO:
-        ref.check(check_all, out, ref.ref)
-        return
-    j = ref.load(out)
+def check_backlog_rto(j):
     check_sack(j)
     p = j["parts"]["nosack"]
     c = p["counters"]
     assert c["TcpExtTCPTimeouts"] == 1 and c["TcpExtTCPRenoRecovery"] == 0, c
     assert c["TcpRetransSegs"] == 1 and p["how"]["rule"].startswith("an RTO")
     assert p["rtx_ms"] - p["hole"]["t_ms"] >= 200        # TCP_RTO_MIN
+
+
+test_every_kernels_reference_shows_the_kernel_facts = R.every_reference_test(
+    check_all, {release: check_backlog_rto for release in BACKLOG_RTO})
 
 
 

@@ -17,7 +17,6 @@ import subprocess
 
 import pytest
 
-from conftest import TOP, reference_dirs
 from unit_replay import Report, missing, no_line, replace, write, wheel_gran_ms, PY
 
 NAME = "p04-no-answer"
@@ -92,14 +91,7 @@ check_all = R.checks(check_facts)
 
 ref_out, test_reference_kernel_facts, test_reference_report_is_the_committed_one = \
     R.reference_tests(check_all)
-
-@pytest.mark.parametrize("release", [d for d in reference_dirs()
-                                     if os.path.isdir(os.path.join(TOP, "outputs", d, "raw", NAME))])
-def test_every_kernels_reference_shows_the_kernel_facts(release, tmp_path_factory):
-    """The same facts on every kernel's committed reference (the guests' under QEMU included):
-    the report replayed on its raw/ (test_references_replay checks it is the committed one)."""
-    ref = Report(NAME, ref=os.path.join(TOP, "outputs", release))
-    ref.check(check_all, ref.replay(tmp_path_factory), ref.ref)
+test_every_kernels_reference_shows_the_kernel_facts = R.every_reference_test(check_all)
 
 
 

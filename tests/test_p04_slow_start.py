@@ -10,9 +10,6 @@ picture, bad raw input and bad knobs."""
 import os
 import re
 
-import pytest
-
-from conftest import TOP, reference_dirs
 from unit_replay import Report, missing, no_line, replace, write
 
 NAME = "p04-slow-start"
@@ -125,14 +122,7 @@ check_all = R.checks(check_every_part, check_cubic, check_bbr, check_idle)
 
 ref_out, test_reference_kernel_facts, test_reference_report_is_the_committed_one = \
     R.reference_tests(check_all)
-
-@pytest.mark.parametrize("release", [d for d in reference_dirs()
-                                     if os.path.isdir(os.path.join(TOP, "outputs", d, "raw", NAME))])
-def test_every_kernels_reference_shows_the_kernel_facts(release, tmp_path_factory):
-    """The same facts on every kernel's committed reference (the guests' under QEMU included):
-    the report replayed on its raw/ (test_references_replay checks it is the committed one)."""
-    ref = Report(NAME, ref=os.path.join(TOP, "outputs", release))
-    ref.check(check_all, ref.replay(tmp_path_factory), ref.ref)
+test_every_kernels_reference_shows_the_kernel_facts = R.every_reference_test(check_all)
 
 
 

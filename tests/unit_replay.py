@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from conftest import TOP
+from conftest import TOP, reference_dirs
 
 PY = "/usr/bin/python3"
 RUN = os.path.join(TOP, "run.sh")
@@ -132,6 +132,26 @@ class Report:
             self.assert_committed(ref_out)
 
         return ref_out, test_reference_kernel_facts, test_reference_report_is_the_committed_one
+
+    def every_reference_test(self, check_all, special=None):
+        """test_every_kernels_reference_shows_the_kernel_facts for the module to bind: the report
+        replayed on each committed reference set that holds this unit's raw/ (the guests' under
+        QEMU included; test_references_replay checks each is the committed one), and check_all
+        on it; special: {release: check(json)} for a reference that shows something else, said
+        where that check is written."""
+        releases = [d for d in reference_dirs()
+                    if os.path.isdir(os.path.join(TOP, "outputs", d, "raw", self.name))]
+
+        @pytest.mark.parametrize("release", releases)
+        def test_every_kernels_reference_shows_the_kernel_facts(release, tmp_path_factory):
+            ref = Report(self.name, ref=os.path.join(TOP, "outputs", release))
+            out = ref.replay(tmp_path_factory)
+            if special and release in special:
+                special[release](ref.load(out))
+            else:
+                ref.check(check_all, out, ref.ref)
+
+        return test_every_kernels_reference_shows_the_kernel_facts
 
     def live_test(self, check_all, timeout):
         """test_live_run_kernel_facts for the module to bind: ./run.sh --out TMP NAME (root and
