@@ -109,10 +109,19 @@ def check_exhaustion(j):
 def check_poll_reuses(j, name):
     """The poll: no connect() failed after the first TIME-WAIT socket passed the rule, and the
     first success came after it (its connect() returned after that time)."""
-    p = j["parts"][name]["poll"]
+    part = j["parts"][name]
+    p = part["poll"]
     slack = j["clock_slack_ns"] / 1e6
     assert p["ok"] is not None, name
     assert p["after_threshold_failed"] == 0, name
+    # a TIME-WAIT socket a server RST killed (tcp_rfc1337 0) frees its port at once: a poll may
+    # get it before any socket passes the rule (a loaded make test: port 40003 at 161 ms, its
+    # TIME-WAIT killed at 1.323 ms), and then nothing was taken over
+    killed = ({x["local"] for x in part["closes"] if x["server_rst_ms"] is not None}
+              if part["sysctls"]["net.ipv4.tcp_rfc1337"] == 0 else set())
+    if p["ok"]["local"] in killed and p["ok"]["t_ms"] < p["threshold_ms"]:
+        assert part["counters"]["TcpExtTWRecycled"] == 0 and not part["takeovers"], name
+        return
     assert p["ok"]["t_ms"] + p["ok"]["us"] / 1000 >= p["threshold_ms"] - slack, name
     if p["last_fail_ms"] is not None:
         assert p["last_fail_ms"] < p["threshold_ms"] + slack, name
