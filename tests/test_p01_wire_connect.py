@@ -81,3 +81,23 @@ def test_wire_connect_at_mtu_9000(tmp_path, bindir):
     j = load(tmp_path, "p01-wire-connect")
     assert j["mtu"] == 9000 and j["wire"]["mss"] == {"syn": 8960, "synack": 8960}
     assert all(s["pmtu"] == 9000 and s["advmss"] == 8948 for s in j["wire"]["ss"])
+
+
+def test_wire_connect_knobs_advmss_and_timestamps(tmp_path, bindir):
+    """The knobs: a route's advmss metric in the client's namespace is what its SYN announces
+    (the server's SYN-ACK still says MTU - 40), and tcp_timestamps=0 there leaves the 12 B of
+    the timestamp option out of both ends' mss and advmss (ss), on the wire and on loopback."""
+    r = run_unit(tmp_path, "p01-wire-connect", "--set", "advmss=1000", "--set", "timestamps=0")
+    assert r.returncode == 0, r.stderr[-3000:]
+    j = load(tmp_path, "p01-wire-connect")
+    assert j["knobs"] == {"advmss": 1000, "timestamps": 0}
+    assert j["wire"]["mss"] == {"syn": 1000, "synack": 1460}
+    client, server = j["wire"]["ss"]
+    assert client["local"] == j["wire"]["local"]
+    assert client["advmss"] == 1000 and server["mss"] == 1000      # what the client announced
+    assert server["advmss"] == 1460 and client["mss"] == 1460      # what the server announced
+    assert all(s["advmss"] == j["loopback"]["mss"]["syn"] for s in j["loopback"]["ss"])
+    text = open(os.path.join(tmp_path, "p01-wire-connect.txt")).read()
+    assert "timestamps in both SYN and SYN-ACK: no" in text
+    assert "the advmss metric of the client's route to the server (knob advmss=1000)" in text
+    assert "not explained here" not in text

@@ -58,6 +58,26 @@ MIN_SND_MSS = 48       # net.ipv4.tcp_min_snd_mss's default, TCP_MIN_SND_MSS (in
 TCP_MIN_MSS = 88       # include/net/tcp.h: "(60+60+8) - (20+20)"
 
 
+def advmss_lines(advmss, syn_mss, synack_mss, mtu):
+    """The knob advmss (a route to the server with that advmss metric in the client's
+    namespace): the SYN's MSS option is the metric, not MTU - 40; [] without the knob."""
+    if not advmss:
+        return []
+    if advmss < TCP_MIN_MSS and syn_mss == TCP_MIN_MSS:
+        return [f"  the SYN's MSS {syn_mss}, not the route's advmss {advmss} (knob advmss): the "
+                f"kernel announced no less than TCP_MIN_MSS {TCP_MIN_MSS}",
+                "    (measured: 6.18.44 raised advmss 1 to 88; which function raises it is not "
+                "named here)"]
+    if syn_mss != advmss:
+        return [f"  the route's advmss {advmss} (knob advmss) is not the SYN's MSS {syn_mss}: "
+                "not explained here"]
+    return [f"  the SYN's MSS {syn_mss}: the advmss metric of the client's route to the server "
+            f"(knob advmss={advmss}), not MTU - 40 ({min(mtu, 65535) - 40});",
+            "    tcp_advertise_mss() in net/ipv4/tcp_output.c reads the route's metric "
+            "(dst_metric_advmss());",
+            f"    the server's route has none: its SYN-ACK says {synack_mss}"]
+
+
 def mss_floor_lines(mtu, syn_mss, socks, ts):
     """Why the SYN's MSS option is not min(MTU, 65535) - 40, when it is not (an MTU below 296):
     the kernel's floors, from its source, beside what ss measured on this connection; [] when
@@ -132,7 +152,12 @@ def build(rawroot, outdir):
               f"  {'SYN-ACK (server)':<22} {w['mss']['synack']:>8} {lo['mss']['synack']:>9}",
               f"  {'min(MTU, 65535) - 40':<22} {min(mtu, 65535) - 40:>8} {min(lo_link['mtu'], 65535) - 40:>9}"]
     ts = all("ts" in p["opts"].split(",") for c in (w, lo) for p in (c["syn"], c["synack"]))
-    lines += mss_floor_lines(mtu, w["mss"]["syn"], w["ss"], ts) + [
+    advmss = (t.read_knobs(rawdir) or {}).get("advmss", 0)
+    if advmss:
+        lines += advmss_lines(advmss, w["mss"]["syn"], w["mss"]["synack"], mtu)
+    else:
+        lines += mss_floor_lines(mtu, w["mss"]["syn"], w["ss"], ts)
+    lines += [
               "",
               "ss -tin while both connections were held (raw/.../ss-*.txt, lo-ss.txt):",
               f"  {'socket':<34} {'mss':>6} {'advmss':>7} {'rcvmss':>7} {'pmtu':>6}"]

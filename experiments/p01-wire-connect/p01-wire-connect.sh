@@ -4,11 +4,33 @@
 # own namespace; then the same connect() over the client namespace's loopback, captured on lo,
 # so the MSS of both links is measured in one unit.  Both connections are held open while
 # `ss -tin` records what each socket says about its MSS, then closed.
+# The knobs (experiments/units): advmss (0: none) adds a host route to the server in the
+# client's namespace with that advmss metric, which the client's SYN announces instead of
+# MTU - 40; timestamps sets net.ipv4.tcp_timestamps in the client's namespace (the loopback
+# connection's both ends live there too).
 . "$(dirname "$0")/../lib/collect.sh"
+
+# the knobs (experiments/units): checked here too, for a run without run.sh
+ADVMSS=${TL_KNOB_ADVMSS:-0}
+TIMESTAMPS=${TL_KNOB_TIMESTAMPS:-1}
+tl_knob advmss "$ADVMSS" 0 1460
+tl_knob timestamps "$TIMESTAMPS" 0 1
+
 tl_wire_init "$1"
 PORT=21013
 LOPORT=21014
 KEEP="TcpActiveOpens,TcpPassiveOpens,TcpAttemptFails,TcpOutSegs,TcpInSegs,TcpRetransSegs,TcpExtTCPSynRetrans"
+
+# the knobs' settings, only when not their defaults (the default run touches nothing)
+if [ "$TIMESTAMPS" != 1 ]; then
+	sysctl -qw "net.ipv4.tcp_timestamps=$TIMESTAMPS" ||
+		tl_die "cannot set net.ipv4.tcp_timestamps=$TIMESTAMPS in the client's namespace"
+fi
+if [ "$ADVMSS" != 0 ]; then
+	ip route add "$TL_SERVER_ADDR/32" dev "$TL_CLIENT_IF" advmss "$ADVMSS" ||
+		tl_die "cannot add the advmss $ADVMSS route to $TL_SERVER_ADDR"
+	ip route show > "$RAW/routes.txt" || tl_die "ip route show failed"
+fi
 
 # ---- the wire ----
 tl_srv_listener "$RAW/listener.txt" -a "$TL_SERVER_ADDR" -p "$PORT" -m never
