@@ -70,7 +70,8 @@ def pytest_configure(config):
                             "locks, failures, --kernel all): make check runs it, CI's check-rest "
                             "leaves it out to stay within 40 min (docs/reliability.md, \"CI\")")
     config.addinivalue_line("markers", "slow: only in `make check` (and CI's make check-rest), not "
-                            "`make test`: every qemu test (a guest under TCG) and the interrupt storm")
+                            "`make test`: every qemu test (a guest under TCG), the interrupt storm, and a unit's "
+                            "second live run with its knobs set (its run at the defaults stays)")
 
 
 # Fixtures cheap enough to make again in each xdist worker (the others group their tests).

@@ -60,6 +60,7 @@ def test_no_rst_after_the_late_syn_ack_is_said(tmp_path):
 
 
 @pytest.mark.netns
+@pytest.mark.slow      # a second live run, knobs set: make check (CI's check-rest)
 def test_the_knob_timeout_ms_moves_close_not_the_syn_ack(tmp_path, bindir):
     """--set timeout_ms=100: close() comes at about 100 ms, the socket goes with it, and the
     server's SYN-ACK still comes on its own timer, about 1 s after the SYN, and meets a RST."""

@@ -32,6 +32,7 @@ def test_accepted_connects_all_succeed(p01_quick_out):
         assert "counters" in text.split("took over 1 ms")[1][:300]
 
 
+@pytest.mark.slow      # a second live run, knobs set: make check (CI's check-rest)
 def test_the_knobs_reach_the_script_and_are_recorded(tmp_path):
     """--set connects and backlog (experiments/units): the batches have that many connects, the
     listener that backlog, and the outputs record both (the report derives n, never 2000)."""

@@ -34,6 +34,7 @@ test_collect_script_refuses_a_bad_knob, test_run_sh_refuses_a_bad_knob = \
 
 
 @pytest.mark.netns
+@pytest.mark.slow      # a second live run, knobs set: make check (CI's check-rest)
 def test_knob_drop_syns_one_the_rst_answers_the_retransmitted_syn(tmp_path):
     """--set drop_syns=1: part nft's first SYN gets no answer, the client sends it again after
     its SYN timeout, and nft's RST answers that one: ECONNREFUSED about a second late, still no

@@ -94,6 +94,7 @@ test_collect_script_refuses_a_bad_knob, test_run_sh_refuses_a_bad_knob = \
                                          ["drops=0", "drops=5", "drops=two"])
 
 
+@pytest.mark.slow      # a second live run, knobs set: make check (CI's check-rest)
 def test_synack_lost_knob_drops_three(tmp_path):
     """--set drops=3: each rule drops 3 SYN-ACKs and the report counts what it recorded, not 2.
     Part lost: one more SYN-ACK dropped on the way means the server's TCPSynRetrans is the

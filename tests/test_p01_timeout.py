@@ -36,6 +36,7 @@ def test_settimeout_socket_outlives_the_timeout(p01_quick_out):
     assert cc["errno"] is None and j["errno"] is None and j["counters"] is None   # no errno on a timeout
 
 
+@pytest.mark.slow      # a second live run, knobs set: make check (CI's check-rest)
 def test_the_knobs_reach_the_script_and_are_recorded(tmp_path):
     """--set timeout_ms and keep_ms (experiments/units): a 500 ms timeout comes before the first
     SYN timeout (1 s), and keep_ms 0 closes the keep client at once, so neither client sees a

@@ -83,6 +83,7 @@ def test_wire_connect_at_mtu_9000(tmp_path, bindir):
     assert all(s["pmtu"] == 9000 and s["advmss"] == 8948 for s in j["wire"]["ss"])
 
 
+@pytest.mark.slow      # a second live run, knobs set: make check (CI's check-rest)
 def test_wire_connect_knobs_advmss_and_timestamps(tmp_path, bindir):
     """The knobs: a route's advmss metric in the client's namespace is what its SYN announces
     (the server's SYN-ACK still says MTU - 40), and tcp_timestamps=0 there leaves the 12 B of

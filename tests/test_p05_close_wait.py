@@ -134,6 +134,7 @@ test_collect_script_refuses_a_bad_knob, test_run_sh_refuses_a_bad_knob = R.knob_
 
 @pytest.mark.timing
 @pytest.mark.netns
+@pytest.mark.slow      # a second live run, knobs set: make check (CI's check-rest)
 def test_live_run_with_fin_timeout(tmp_path, bindir):
     """--set fin_timeout=5 (about 10 s, not 65): tcp_fin_timeout 5 in the client's namespace
     only; the orphan reaped near 5 s and, being over 4 s, counted TW; the two CLOSE-WAIT

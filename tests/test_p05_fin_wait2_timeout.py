@@ -237,6 +237,7 @@ test_collect_script_refuses_a_bad_knob, test_run_sh_refuses_a_bad_knob = R.knob_
 
 @pytest.mark.timing
 @pytest.mark.netns
+@pytest.mark.slow      # a second live run, knobs set: make check (CI's check-rest)
 def test_live_run_with_knobs(tmp_path, bindir):
     """--set fin_timeout=5 --set linger2=2: part sysctl's orphan lives 5 s and, being over 4 s,
     counts TW (3 s counted TWKilled); part linger2's socket value, now shorter than the sysctl,

@@ -342,6 +342,7 @@ test_live_run_kernel_facts = R.live_test(check_all, timeout=120)
 
 
 @pytest.mark.netns
+@pytest.mark.slow      # a second live run, knobs set: make check (CI's check-rest)
 def test_live_run_with_knobs(tmp_path, bindir):
     """ports=4, reuse_delay=300: the same kernel facts with 4 ports (connect() #5 finds them all
     held) and the rule's delay 300 ms where the kernel has tcp_tw_reuse_delay: the polls' first
