@@ -149,3 +149,35 @@ def test_a_report_says_none_when_the_kernel_did_something_undocumented(tmp_path)
     bad = [p for p in j["parts"].values() if p["part"] == "port-unreachable"][0]
     assert bad["behaviour"] is None and not bad["documented"]
     assert "NOT every part showed a behaviour documented" in text(out, j["experiment"])
+
+
+@pytest.mark.netns
+@pytest.mark.slow      # a second live run, knobs set: make check (CI's check-rest)
+def test_the_knobs_late_drops_and_syncnt(tmp_path, bindir):
+    """late_drops=2: the last part's nft rule drops two SYNs, so the ICMP answers the second
+    retransmission, which the timer sent while connect() slept without the socket lock: it
+    aborts at once (abort-first), after 3 SYNs.  syncnt=3: every part's TCP_SYNCNT, which no
+    part reaches: the ICMPs end each connect() first."""
+    from unit_live import run_unit
+    r = run_unit(tmp_path, "p01-icmp-unreachable", "--set", "late_drops=2", "--set", "syncnt=3")
+    assert r.returncode == 0, r.stderr[-3000:]
+    j = load(tmp_path, "p01-icmp-unreachable")
+    txt = text(tmp_path, "p01-icmp-unreachable")
+    assert j["knobs"] == {"late_drops": 2, "syncnt": 3}
+    parts = list(j["parts"].values())
+    assert all(p["syncnt"] == 3 and p["behaviour"] in j["documented"] for p in parts)
+    assert all(p["syns"] == 2 for p in parts[:3])       # the ICMPs, not TCP_SYNCNT, end them
+    late = parts[3]
+    assert late["syns_dropped"] == 2 and late["first_syn_dropped"]
+    assert late["behaviour"] == "abort-first" and late["errno"] == "ECONNREFUSED"
+    assert late["syns"] == 3 and late["icmps"] == 1
+    assert late["counters_client"]["TcpRetransSegs"] == 2
+    assert late["counters_client"]["TcpExtLockDroppedIcmps"] == 0
+    syns = [x for x in late["segments"] if x["kind"] == "tcp" and x["flags"] == "S"]
+    icmp = [x for x in late["segments"] if x["kind"] == "icmp"]
+    assert icmp[0]["t_ms"] > syns[2]["t_ms"]                 # it answers the third SYN
+    assert late["elapsed_s"] * 1e3 - icmp[0]["t_ms"] <= 100  # and connect() ends with it
+    assert "(ICMP type 3 code 3, the first 2 SYNs dropped by nft)" in txt
+    with open(os.path.join(tmp_path, "raw", "p01-icmp-unreachable",
+                           "port-unreachable-late-nft.txt")) as f:
+        assert re.search(r"< 2 counter packets 2 bytes [0-9]+ drop", f.read())

@@ -76,7 +76,9 @@ def expected_syns(rawdir, syncnt):
     return None if syncnt is None else len(t.expected_syn_schedule(syncnt, linear)[0]) + 1
 
 
-def one_part(rawdir, name, code, code_n, want_errno, first_dropped):
+def one_part(rawdir, name, code, code_n, want_errno, first_dropped, late_drops=None):
+    """One part; late_drops: the knob late_drops when run.sh was given it (the SYNs the nft
+    rule of a first_dropped part dropped; None: the default, 1)."""
     p = tw.read_part(rawdir, name, CLIENT, SERVER)
     if p["syncnt"] is None:     # connect_block -s: the part's header and its SYN budget
         raise t.RawError(f"{os.path.join(rawdir, name + '-client.txt')}: no syncnt= line")
@@ -86,6 +88,7 @@ def one_part(rawdir, name, code, code_n, want_errno, first_dropped):
            or x["quoted"]["seq"] != 0]
     p.update(part=name, code=code, code_n=code_n, expected_errno=want_errno,
              first_syn_dropped=first_dropped,
+             **({"syns_dropped": late_drops} if first_dropped and late_drops is not None else {}),
              syns=sum(x["kind"] == "tcp" and x["flags"] == "S" for x in p["packets"]),
              icmps=len(icmp),
              icmps_quote_syn=not bad and bool(icmp))
@@ -101,7 +104,9 @@ def one_part(rawdir, name, code, code_n, want_errno, first_dropped):
 
 def part_lines(p):
     err = p["errno"] or p["result"]
-    late = ", the first SYN dropped by nft" if p["first_syn_dropped"] else ""
+    n = p.get("syns_dropped", 1)
+    late = ("" if not p["first_syn_dropped"] else ", the first SYN dropped by nft" if n == 1
+            else f", the first {n} SYNs dropped by nft")
     lines = [f"== {p['part']} (ICMP type 3 code {p['code_n']}{late}): connect() from "
              f"{p['client']} to 192.0.2.2, TCP_SYNCNT {p['syncnt']}",
              f"connect(): {err} after {p['elapsed_s']:.3f} s "
@@ -126,7 +131,8 @@ def part_lines(p):
 def build(rawroot, outdir):
     rawdir = t.unit_dir(rawroot, UNIT)
     kernel = t.kernel_release(rawdir)
-    parts = [one_part(rawdir, *x) for x in PARTS]
+    late_drops = (t.read_knobs(rawdir) or {}).get("late_drops")
+    parts = [one_part(rawdir, *x, late_drops=late_drops) for x in PARTS]
     lines = [f"{NAME}: blocking connect() across the wire, the SYN answered with ICMP "
              "destination-unreachable (nft reject on the server's input hook)",
              t.header(kernel, t.collected_at(rawdir), tw.wire_where(rawdir)), ""]

@@ -7,24 +7,33 @@
 # what connect() returns and when (connect_block), the SYN-SENT socket (sockwatch), every SYN
 # and ICMP on the client's veth end (capture) and both sides' counters.  TCP_SYNCNT 2 keeps a
 # part that would retry until it gives up within ~7 s (tcp_syn_linear_timeouts 4 on 6.5+).
+# The knobs (experiments/units): syncnt, the TCP_SYNCNT of every part (2..4); late_drops, the
+# SYNs the last part's nft rule drops before the reject answers one (1..2: at least 3 SYNs
+# leave with TCP_SYNCNT 2 on any kernel, so one is always answered).
 . "$(dirname "$0")/../lib/collect.sh"
+
+# the knobs (experiments/units): checked here too, for a run without run.sh
+SYNCNT=${TL_KNOB_SYNCNT:-2}
+LATE_DROPS=${TL_KNOB_LATE_DROPS:-1}
+tl_knob syncnt "$SYNCNT" 2 4
+tl_knob late_drops "$LATE_DROPS" 1 2
+
 tl_wire_init "$1"
-SYNCNT=2
 CKEEP="TcpActiveOpens,TcpAttemptFails,TcpOutSegs,TcpRetransSegs,TcpExtTCPSynRetrans,TcpExtTCPTimeouts,TcpExtLockDroppedIcmps,TcpExtOutOfWindowIcmps,IcmpInMsgs,IcmpInDestUnreachs,IcmpInErrors"
 SKEEP="TcpInSegs,TcpOutRsts,TcpPassiveOpens,IcmpOutMsgs,IcmpOutDestUnreachs,IcmpOutRateLimitGlobal,IcmpOutRateLimitHost"
 
 # part PORT NAME CODE [drop-first]: one connect() whose SYN is answered with ICMP CODE (with
-# drop-first, the first SYN is dropped by an nft rule before the reject rule, so only the
-# retransmission is answered); the part's raw files are NAME-*
+# drop-first, the first LATE_DROPS SYNs are dropped by an nft rule before the reject rule, so
+# only a retransmission is answered); the part's raw files are NAME-*
 part() {
 	_port=$1 _name=$2 _code=$3
-	[ "${4:-}" != drop-first ] || tl_fault server in drop-first:1 tcp dport "$_port"
+	[ "${4:-}" != drop-first ] || tl_fault server in "drop-first:$LATE_DROPS" tcp dport "$_port"
 	tl_fault server in "reject:$_code" tcp dport "$_port"
 	cp "$RAW/nft-server.txt" "$RAW/$_name-nft-before.txt"
 	tl_both_counters_before "$_name-"
 	tl_capture "$_name-capture" "$TL_CLIENT_IF" "$_port"
 	tl_watch "$RAW/$_name-sockwatch.txt" -4 -e -s syn-sent -p "$_port"
-	tl_log "connect() to $TL_SERVER_ADDR:$_port, the SYN answered with ICMP $_code${4:+ (the first SYN dropped)}, TCP_SYNCNT=$SYNCNT"
+	tl_log "connect() to $TL_SERVER_ADDR:$_port, the SYN answered with ICMP $_code${4:+ (the first $LATE_DROPS SYN(s) dropped)}, TCP_SYNCNT=$SYNCNT"
 	tl_fg "$RAW/$_name-client.txt" "$TL_BIN/connect_block" -a "$TL_SERVER_ADDR" -p "$_port" -s "$SYNCNT"
 	tl_both_counters_after "$_name-" "$CKEEP" "$SKEEP"
 	tl_unwatch 5
