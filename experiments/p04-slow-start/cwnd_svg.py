@@ -8,10 +8,9 @@ it, a dashed green line on the same axis; the smoothed RTT (tcp_probe's srtt) an
 the right axis, in ms: it grows as the bottleneck's queue fills.  Each retransmission
 (tcp:tcp_retransmit_skb) is a red tick under the plot.  Every element carries a class (cwnd,
 ssthresh, srtt, rtx), so the picture can be checked as data."""
-import math
-
 import tcplab as t
 from tcplab_ladder import f1, text
+from tcplab_tseq import nice_step
 
 WIDTH = 1000
 PANEL_H = 300
@@ -28,15 +27,6 @@ STYLE = ("<style>text{font-family:monospace;font-size:11px}.title{font-weight:bo
          ".srtt{fill:none;stroke:#d35400;stroke-width:1.2}.rtx{stroke:#c0392b;stroke-width:1.5}"
          ".l-cwnd{fill:#1f4e9e}.l-srtt{fill:#d35400}.l-ssthresh{fill:#1e8449}.l-rtx{fill:#c0392b}"
          "</style>")
-
-
-def nice_step(span, ticks=5):
-    """A round tick step (1, 2 or 5 times a power of ten) giving about `ticks` ticks."""
-    if span <= 0:
-        return 1.0
-    raw = span / ticks
-    p = 10 ** math.floor(math.log10(raw))
-    return next(m * p for m in (1, 2, 5, 10) if m * p >= raw)
 
 
 def fmt(v):
@@ -65,7 +55,7 @@ def panel(title, probes, rtx_ns, t0, t1, y0):
 
     out = [f'<text x="{LEFT}" y="{f1(y0 - 24)}" class="title">{text(title)}</text>',
            f'<rect x="{LEFT}" y="{f1(y0)}" width="{PLOT_W}" height="{PLOT_H}" class="frame"/>']
-    step = nice_step(span_ms)
+    step = nice_step(span_ms, 5)
     k = 0
     while k * step <= span_ms * 1.02:
         xv = LEFT + k * step * xs
@@ -78,7 +68,7 @@ def panel(title, probes, rtx_ns, t0, t1, y0):
                f'ms from the first data segment ({fmt(step)} ms per tick)</text>')
     for axis, top, ypos, cls, side in (("cwnd (segments)", top_c, c, "l-cwnd", LEFT - 6),
                                        ("srtt (ms)", top_r, r, "l-srtt", LEFT + PLOT_W + 6)):
-        st = nice_step(top)
+        st = nice_step(top, 5)
         k = 0
         while k * st <= top * 1.08:
             anchor = ' class="end"' if side < LEFT else ""
