@@ -632,22 +632,23 @@ start_unit() {
 	log "$unit: started in namespace $ns${ns2:+ (and $ns2)}${srv:+, wired to $srv (veth, MTU $mtu)}"
 }
 
-# unit_log_start UNIT: the unit's stderr goes through the fifo log/UNIT.fifo to awk, which copies
+# unit_log_start UNIT: the unit's stderr goes through the fifo log/UNIT.fifo to tee, which copies
 # it to run.sh's stderr (the progress lines) and to log/UNIT.txt, the log a failed unit's outputs
-# quote (tcplab_failed.py).  awk is run.sh's own child, outside the unit's process group, so it
+# quote (tcplab_failed.py).  tee is run.sh's own child, outside the unit's process group, so it
 # still reads the unit's last words after the unit is stopped.
 unit_log_start() {
 	local log=$TMPDIR_RUN/log/$1
 	mkdir -p "$TMPDIR_RUN/log"
 	rm -f "$log.fifo"
 	mkfifo "$log.fifo"
-	# the file name through the environment: awk -v would read backslash escapes in it (--out)
-	TL_LOG=$log.txt awk '{ print > ENVIRON["TL_LOG"]; fflush(ENVIRON["TL_LOG"]); print > "/dev/stderr"
-		fflush("/dev/stderr") }' < "$log.fifo" &
+	# tee, not awk: mawk (Debian's awk) reads a pipe in blocks, so a unit's progress lines
+	# came all at once when it ended.  -p: a closed stderr stops neither the copy to the file
+	# nor the unit (no SIGPIPE); "--" before the path (--out is the user's)
+	tee -p -- "$log.txt" < "$log.fifo" >&2 &
 	LOG_PID[$1]=$!
 }
 
-# unit_log_end UNIT: awk ends at the fifo's end of file, once every writer is gone (the unit is
+# unit_log_end UNIT: tee ends at the fifo's end of file, once every writer is gone (the unit is
 # reaped and its leftovers killed by now); polled for 2.5 s, then killed.
 unit_log_end() {
 	local pid=${LOG_PID[$1]:-}

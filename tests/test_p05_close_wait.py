@@ -159,7 +159,8 @@ def namespaces_of(pid):
 
 @pytest.mark.netns
 @pytest.mark.interrupt
-# 70-80 s each, in make check: make test kills p06-time-wait in its wait (test_reliability_interrupt)
+# about 10 s each (70-80 s while run.sh's mawk held the progress line back), in make check:
+# make test kills p06-time-wait in its wait (test_reliability_interrupt)
 @pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGKILL])
 def test_killed_in_the_wait_leaves_no_namespace(tmp_path, bindir, sig):

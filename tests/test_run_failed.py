@@ -274,6 +274,42 @@ def test_a_timed_out_unit_says_so_and_keeps_what_it_wrote(tmp_path, bindir):
     assert "[slow-lab] sleeping past the limit" in j["log"]["tail"]
 
 
+LIVE_SH = """#!/bin/sh
+# live-lab: a progress line, then a wait for the test's answer to it (polled, with a bound)
+. "$(dirname "$0")/../lib/collect.sh"
+tl_init "$1"
+tl_log "waiting for $TL_TEST_GO"
+n=0
+while [ ! -e "$TL_TEST_GO" ]; do
+	n=$((n + 1))
+	[ "$n" -lt 400 ] || tl_die "no answer to the progress line in 20 s"
+	sleep 0.05
+done
+tl_log "answered"
+"""
+
+
+@pytest.mark.netns
+def test_a_progress_line_reaches_the_person_while_the_unit_runs(tmp_path, bindir):
+    """run.sh passes a unit's line on when it is written, not when the unit ends: the unit
+    waits for an answer that the test gives only on seeing its line.  (run.sh's copy was a
+    mawk, which reads a pipe in blocks: the line came at the unit's end, after tl_die.)"""
+    exp, out, go = lab(tmp_path, "live-lab", LIVE_SH), tmp_path / "out", tmp_path / "go"
+    p = subprocess.Popen([os.path.join(TOP, "run.sh"), "--out", str(out), "live-lab"],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                         env=dict(os.environ, TCPLAB_EXPERIMENTS=str(exp), TL_TEST_GO=str(go)))
+    seen = []
+    for line in p.stderr:
+        seen.append(line)
+        if "[live-lab] waiting for" in line:
+            go.touch()
+            break
+    rest = p.communicate(timeout=60)[1]
+    assert go.exists(), "".join(seen)
+    assert p.returncode == 0, "".join(seen) + rest
+    assert "[live-lab] answered" in rest and "no answer" not in rest, rest
+
+
 @pytest.mark.netns
 def test_a_report_that_refuses_is_a_failed_unit(tmp_path, bindir):
     exp = lab(tmp_path, "refuse-lab", OK_SH, report="refuse-lab", report_py=REFUSE_PY)
