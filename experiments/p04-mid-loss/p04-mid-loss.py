@@ -25,6 +25,8 @@ COUNTERS = ("TcpRetransSegs", "TcpExtTCPSackRecovery", "TcpExtTCPRenoRecovery",
             "TcpExtTCPFastRetrans", "TcpExtTCPSACKReorder", "TcpExtTCPRenoReorder",
             "TcpExtTCPTimeouts", "TcpExtTCPLossProbes", "TcpExtTCPLostRetransmit")
 SERVER_COUNTERS = ("TcpExtTCPOFOQueue", "TcpExtTCPDSACKOldSent")
+# read since they joined the collect script's KEEP, so not in every reference: shown when read
+OPTIONAL = ("TcpExtTCPBacklogCoalesce",)
 SYSCTLS = ("tcp_sack", "tcp_recovery", "tcp_reordering", "tcp_early_retrans", "tcp_dsack",
            "tcp_congestion_control")
 MAX_PCAP = 64 << 20
@@ -243,6 +245,10 @@ def how(r):
                 "that ACK triggered it (less than a jiffy later)"))
     if t_of(c, "TcpExtTCPTimeouts"):
         rule = "an RTO (TCPTimeouts counted)"
+        if t_of(c, "TcpExtTCPBacklogCoalesce"):
+            rule += (f"; TCPBacklogCoalesce {t_of(c, 'TcpExtTCPBacklogCoalesce')}: ACKs merged "
+                     "in the socket's backlog while writev() held it, so tcp_ack() saw fewer "
+                     "duplicates")
     elif r["part"] == "sack" and t_of(c, "TcpExtTCPSackRecovery"):
         rule = ("SACK recovery (TCPSackRecovery): " +
                 ("before a third duplicate ACK, so RACK's time-based loss detection "
@@ -297,9 +303,11 @@ def part_lines(r, title):
               f"capture {x['capture']}, client TcpRetransSegs {t.fmt_delta(x['TcpRetransSegs'])}",
               "", "counters (each side read in its own namespace):",
               f"  {'counter':<28} {'client':>7} {'server':>7}"]
-    for k in COUNTERS + SERVER_COUNTERS:
+    extra = tuple(k for k in OPTIONAL if r["counters"].get(k) is not None)
+    for k in COUNTERS + extra + SERVER_COUNTERS:
+        srv = r["server_counters"]      # an OPTIONAL counter is read on the client only
         lines.append(f"  {k:<28} {t.fmt_delta(r['counters'].get(k)):>7} "
-                     f"{t.fmt_delta(r['server_counters'].get(k)):>7}")
+                     f"{t.fmt_delta(srv.get(k)) if k in srv or k not in extra else '-':>7}")
     lines += ["DISAGREE: " + d for d in r["disagree"]]
     return lines
 

@@ -32,6 +32,7 @@ KEEP="TcpRetransSegs,TcpExtTCPSackRecovery,TcpExtTCPRenoRecovery,TcpExtTCPFastRe
 KEEP="$KEEP,TcpExtTCPSACKReorder,TcpExtTCPRenoReorder,TcpExtTCPTimeouts,TcpExtTCPLossProbes"
 KEEP="$KEEP,TcpExtTCPLostRetransmit,TcpExtTCPSackRecoveryFail,TcpExtTCPRenoRecoveryFail"
 KEEP="$KEEP,TcpExtTCPDSACKRecv,TcpExtTCPSpuriousRTOs,TcpExtTCPLossUndo,TcpOutSegs,TcpInSegs"
+KEEP="$KEEP,TcpExtTCPBacklogCoalesce"	# duplicate ACKs merged while send() held the socket
 KEEP_S="TcpRetransSegs,TcpExtTCPSACKReorder,TcpExtTCPOFOQueue,TcpExtTCPDSACKOldSent"
 KEEP_S="$KEEP_S,TcpExtTCPSackRecovery,TcpExtTCPRenoRecovery,TcpExtTCPFastRetrans"
 KEEP_S="$KEEP_S,TcpExtTCPTimeouts,TcpOutSegs,TcpInSegs,TcpExtDelayedACKs"
