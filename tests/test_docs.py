@@ -170,3 +170,31 @@ def test_anchor_making():
 def test_link_parsing():
     text = "[a](../outputs/r/x.svg) [b](https://e.org/y) [c](#top) [d](p.md#sec)"
     assert relative_links(text) == ["../outputs/r/x.svg", "p.md"]
+
+
+ROOT_CLAIM = re.compile(r"^\./run\.sh ([a-z0-9-]+)\b[^#]*#.*\b(needs root|no root needed)\b")
+
+
+def root_claims(text):
+    """(unit, needs_root) for each `./run.sh UNIT  # ... needs root / no root needed` line."""
+    return [(m.group(1), m.group(2) == "needs root")
+            for m in map(ROOT_CLAIM.match, text.split("\n")) if m]
+
+
+def test_root_claims_parse():
+    text = ("./run.sh p01-x   # about 2 s; needs root (nft)\n"
+            "./run.sh p02-y --set a=1  # about 1 s; no root needed\n./run.sh p03-z  # 5 s\n")
+    assert root_claims(text) == [("p01-x", True), ("p02-y", False)]
+
+
+def test_a_page_says_root_as_the_unit_table_does():
+    """A page that says a unit needs root (or not) agrees with its root column: p01-rst-middlebox,
+    p01-close-synsent-late and p01-icmp-unreachable said "needs root" while the table had
+    root=no, and each ran as nobody."""
+    import sys
+    sys.path.insert(0, str(ROOT / "experiments" / "report"))
+    import tcplab
+    root = {u["unit"]: u["root"] for u in tcplab.read_units(str(ROOT / "experiments" / "units"))}
+    wrong = [(p.name, u, needs) for p in sorted(DOCS.rglob("*.md"))
+             for u, needs in root_claims(p.read_text()) if u in root and root[u] != needs]
+    assert wrong == []
