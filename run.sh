@@ -429,19 +429,23 @@ knob_env() {
 }
 
 # knob_export UNIT...: for a --kernel guest, whose units all get the environment vm.sh forwards
-# (its TL_* variables): each knob's TL_KNOB_NAME exported; two units of the run with a knob of
-# the same name and different values cannot both have theirs, and are refused.
+# (its TL_* variables): each unit's knobs as one variable of its own, TL_UNIT_KNOBS_<UNIT> =
+# "NAME=VALUE ..." (values checked against their ranges: numbers or the table's words), which
+# the guest's init exports as TL_KNOB_NAME for that unit alone.  Two units with a knob of the same
+# name (p01-synack-lost's and p04-tail-loss's drops) each keep their own value.
 knob_export() {
-	local u k
-	local -A owner=()
+	local u k v
 	for u in "$@"; do
-		for k in ${U_KNOBS[$u]:-}; do
-			[ -z "${owner[$k]:-}" ] || [ "${K_VALUE[${owner[$k]}:$k]}" = "${K_VALUE[$u:$k]}" ] ||
-				die $EXIT_USAGE "--kernel: knob $k is ${K_VALUE[${owner[$k]}:$k]} for ${owner[$k]} and ${K_VALUE[$u:$k]} for $u, and a guest's units share one environment: run them apart"
-			owner[$k]=$u
-			export "TL_KNOB_${k^^}=${K_VALUE[$u:$k]}"
-		done
+		v=""
+		for k in ${U_KNOBS[$u]:-}; do v="$v${v:+ }${k^^}=${K_VALUE[$u:$k]}"; done
+		[ -z "$v" ] || export "TL_UNIT_KNOBS_$(unit_var "$u")=$v"
 	done
+}
+
+# unit_var UNIT: UNIT as a part of a variable name (p01-synack-lost: P01_SYNACK_LOST)
+unit_var() {
+	local v=${1^^}
+	echo "${v//-/_}"
 }
 
 # knob_record UNIT DIR: the knobs given to the unit (--set, or the older env variable) with their
@@ -1152,7 +1156,7 @@ main() {
 	# defaults (with no --set: what the unit always did); --set only with units named
 	[ ${#sets[@]} -eq 0 ] || [ ${#units[@]} -gt 0 ] || die $EXIT_USAGE "--set needs the units named (./run.sh UNIT --set NAME=VALUE)"
 	[ ${#sets[@]} -eq 0 ] || [ "$KERNEL" != all ] || die $EXIT_USAGE "--set with --kernel all: not supported (use --set with one --kernel VER)"
-	unset "${!TL_KNOB_@}"	# a unit sees only the knobs run.sh gives it
+	unset "${!TL_KNOB_@}" "${!TL_UNIT_KNOBS_@}"	# a unit sees only the knobs run.sh gives it
 	KNOB_UNITS=("${units[@]}")
 	[ ${#units[@]} -gt 0 ] || KNOB_UNITS=("${UNIT_NAMES[@]}")
 	resolve_knobs "${sets[@]}"

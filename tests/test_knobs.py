@@ -212,6 +212,30 @@ def test_the_older_variable_sets_its_knob_and_set_wins(knob_exp, tmp_path, bindi
     assert "TL_KNOB_COUNT=7" in env and j["knobs"] == {"count": 7}
 
 
+@pytest.mark.qemu
+def test_two_units_with_a_knob_of_one_name_each_keep_theirs_in_a_guest(knob_exp, tmp_path, bindir):
+    """A guest's units share the environment vm.sh forwards: each unit's knobs travel as
+    TL_UNIT_KNOBS_<UNIT> and the guest's init gives each unit its own TL_KNOB_*.  run.sh
+    refused `--kernel 6.12 --all` while p01-synack-lost and p04-tail-loss both had `drops`."""
+    if shutil.which("qemu-system-x86_64") is None:
+        pytest.skip("qemu-system-x86_64 not installed (make deps-kernel)")
+    if os.geteuid() != 0:
+        pytest.skip("needs root: the kernel cache and apt-get download")
+    with open(knob_exp / "units", "a") as f:
+        f.write("t-knob2              t-knob                 named    run    no           1       30"
+                "  no       1  yes\n# knob: t-knob2: count: 5: 1..9: how many, its own default\n")
+    lab_proc.exp_file(knob_exp, "t-knob", "t-knob2.sh").write_text(
+        KNOB_SH.replace("t-knob:", "t-knob2:"))
+    out = tmp_path / "out"
+    r = run(["--out", str(out), "--kernel", "6.12", "t-knob", "t-knob2", "--set", "mode=c"],
+            env={"TCPLAB_EXPERIMENTS": str(knob_exp)}, timeout=600)
+    if r.returncode == 4:
+        pytest.skip(r.stderr.strip().splitlines()[-1])
+    assert r.returncode == 0, r.stderr[-3000:]
+    env = {u: (out / "raw" / u / "env.txt").read_text().splitlines() for u in ("t-knob", "t-knob2")}
+    assert env == {"t-knob": ["TL_KNOB_COUNT=3", "TL_KNOB_MODE=c"], "t-knob2": ["TL_KNOB_COUNT=5"]}
+
+
 @pytest.mark.parametrize("line,word", [
     ("# knob: t-knob: extra: 3: 1..x: how many", "range '1..x'"),
     ("# knob: t-knob: extra: 10: 1..9: how many", "default '10' is not in 1..9"),
