@@ -25,7 +25,8 @@ EXERCISE_KNOBS = [("p01-synretry", "syncnt", "2"), ("p01-synretry-default", "syn
                   ("p03-small-writes", "bulk", "2000"), ("p05-close", "half", "300"),
                   ("p06-time-wait", "fin_timeout", "60"), ("p02-accept-queue", "flood_backlog", "8"),
                   ("p04-tail-loss", "flight", "4"), ("p04-tail-loss", "drops", "3"),
-                  ("p04-mid-loss", "before", "4"), ("p04-mid-loss", "after", "5")]
+                  ("p04-mid-loss", "before", "4"), ("p04-mid-loss", "after", "5"),
+                  ("p01-strace", "backlog", "8"), ("p01-strace", "timeout_ms", "2000")]
 
 
 def run(args, env=None, timeout=30):

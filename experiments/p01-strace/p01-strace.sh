@@ -1,8 +1,17 @@
 #!/bin/sh
 # p01-strace: the system calls of three connects, with the time spent in each (strace -T):
 # a blocking connect to a listener that never accepts (and the sockets it leaves), a connect to a
-# port where nothing listens, and a create_connection-style connect with a 2 s poll().
+# port where nothing listens, and a create_connection-style connect with a 2 s poll() (knobs below).
+# The knobs (experiments/units): backlog, the listener's listen() backlog, and timeout_ms, the
+# create_connection-style client's poll() limit.
 . "$(dirname "$0")/../lib/collect.sh"
+
+# the knobs: checked here too, for a run without run.sh
+BACKLOG=${TL_KNOB_BACKLOG:-8}
+TIMEOUT_MS=${TL_KNOB_TIMEOUT_MS:-2000}
+tl_knob backlog "$BACKLOG" 1 128
+tl_knob timeout_ms "$TIMEOUT_MS" 100 10000
+
 tl_init "$1"
 "$TL_BIN/machine" > "$RAW/machine.txt" || tl_die "machine failed"
 
@@ -30,7 +39,7 @@ traced() {
 	fi
 }
 
-tl_listener "$RAW/listener.txt" -p 21010 -b 8 -m never
+tl_listener "$RAW/listener.txt" -p 21010 -b "$BACKLOG" -m never
 # the packets of the two connections to the listener (block, cc), until the listener is gone
 tl_capture capture lo 21010
 tl_log "blocking connect to 21010 (listener never accepts)"
@@ -55,7 +64,7 @@ fi
 tl_log "blocking connect to 21012 (nothing listens)"
 tl_fg "$RAW/refused-client.txt" traced "$RAW/refused" "$TL_BIN/connect_block" -p 21012
 
-tl_log "create_connection-style connect to 21010, poll() timeout 2000 ms"
-tl_fg "$RAW/cc-client.txt" traced "$RAW/cc" "$TL_BIN/connect_timeout" -p 21010 -t 2000 -m close
+tl_log "create_connection-style connect to 21010, poll() timeout $TIMEOUT_MS ms"
+tl_fg "$RAW/cc-client.txt" traced "$RAW/cc" "$TL_BIN/connect_timeout" -p 21010 -t "$TIMEOUT_MS" -m close
 tl_stop "$TL_LISTENER"
 tl_uncapture
