@@ -168,16 +168,39 @@ sanitize:
 		$(PYTEST) tests $(PYTEST_ARGS)
 
 # Floor programs (tests/bench/*.c): the least a probe's loop can cost, measured beside it.
-BENCH_SRC   := $(wildcard tests/bench/*.c)
+# evfloor, tcpevents' floor, is a BPF program and its reader, built as tcpevents is and only
+# where tcpevents is (TCPEV_WHY empty); bench.py says why its row is skipped elsewhere.
+BENCH_SRC   := $(filter-out tests/bench/evfloor.c,$(wildcard tests/bench/*.c))
 BENCH_PROGS := $(BENCH_SRC:tests/bench/%.c=$(BUILD)/bench/%)
+ifeq ($(TCPEV_WHY),)
+EVFLOOR     := $(BUILD)/bench/evfloor
+endif
 $(BENCH_PROGS): $(BUILD)/bench/%: $(BUILD)/tests/bench/%.o $(BUILD)/libtcplabnl.a $(BUILD)/libcommon.a
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(TL_CFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(MNL_LIBS) $(LDLIBS)
 -include $(BENCH_SRC:%.c=$(BUILD)/%.d)
 
-bench: all $(BENCH_PROGS)
-	TCPLAB_BUILD=$(BUILD) $(PYTHON) tests/bench/bench.py $(BENCH_ARGS)
+$(BUILD)/tests/bench/bpf/evfloor.bpf.o: tests/bench/bpf/evfloor.bpf.c $(BUILD)/vmlinux.h
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  BPF     $<")
+	$(Q)$(BPF_CLANG) -g -O2 -Wall -target bpf -D__TARGET_ARCH_$(BPF_ARCH) -I$(BUILD) -Iprobes/bpf \
+		$(LIBBPF_CFLAGS) -MMD -MP -c -o $@ $<
+
+$(BUILD)/tests/bench/evfloor.skel.h: $(BUILD)/tests/bench/bpf/evfloor.bpf.o
+	@$(if $(Q),echo "  SKEL    $@")
+	$(Q)$(BPFTOOL) gen skeleton $< name evfloor_bpf > $@.tmp && mv -f $@.tmp $@
+
+$(BUILD)/tests/bench/evfloor.o: $(BUILD)/tests/bench/evfloor.skel.h
+$(BUILD)/tests/bench/evfloor.o: CPPFLAGS += -I$(BUILD)/tests/bench -Iprobes/bpf $(LIBBPF_CFLAGS)
+$(BUILD)/bench/evfloor: $(BUILD)/tests/bench/evfloor.o $(BUILD)/libcommon.a
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(TL_CFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LIBBPF_LIBS) $(LDLIBS)
+-include $(BUILD)/tests/bench/evfloor.d $(BUILD)/tests/bench/bpf/evfloor.bpf.d
+
+bench: all $(BENCH_PROGS) $(EVFLOOR)
+	TCPLAB_BUILD=$(BUILD) TCPLAB_TCPEV_WHY='$(TCPEV_WHY)' $(PYTHON) tests/bench/bench.py $(BENCH_ARGS)
 
 DEB_PACKAGES := gcc make clang tmux libmnl-dev zlib1g-dev pkg-config python3 python3-pytest python3-pytest-xdist strace iproute2 gnuplot-nox libpcap-dev nftables tcpdump mscgen perl python3-yaml lava-common groff-base man-db bpftool libbpf-dev libssl-dev dnsmasq-base
 # $(call apt_install,TARGET,PACKAGES,APT_OPTIONS): install the Debian packages that are missing.

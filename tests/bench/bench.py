@@ -16,6 +16,9 @@ one CPU; CPU is each process's own rusage (wait4).
               --all, also ./run.sh --all vs its longest unit plus the alone=yes units
   poll-scaling  tests/bench/bench_poll_scaling.py
   capture     tests/bench/bench_capture.py: CPU per packet against tcpdump -w on the same traffic (<= 1)
+  tcpevents   tests/bench/bench_tcpevents.py: CPU per event against evfloor (the same tracepoints,
+              a reader that only counts) over the same burst of 10,002 transitions (<= 1.25), and
+              the events lost in it (= 0); skipped with the reason where tcpevents is not built
   wire        tests/bench/bench_wire.py: sockwatch's event time against the capture's packet time on
               the wire, and a wire unit's setup against a loopback unit's
   kernels     with --kernels only (not in the default bench: it takes many minutes, six runs):
@@ -23,7 +26,7 @@ one CPU; CPU is each process's own rusage (wait4).
               the longest of ./run.sh --quick and each ./run.sh --kernel VER --quick alone
               (<= 1.3); with --all too, --all runs instead (over an hour here: five runs
               alone, one together); skipped with a reason without QEMU
---probes: only the probe rows.  Exit 0 whatever the verdicts (it reports, it does not fail);
+--probes: only the probe rows (tcpevents among them); --tcpevents: only tcpevents' rows.  Exit 0 whatever the verdicts (it reports, it does not fail);
 4 without root or without the floor program.
 """
 import argparse
@@ -353,6 +356,8 @@ def main():
                     help="probe/floor runs, reported as min/median/max (default 5)")
     ap.add_argument("--probes", action="store_true",
                     help="only the probes against their floors (no run.sh, no poll-scaling)")
+    ap.add_argument("--tcpevents", action="store_true",
+                    help="only tcpevents against its floor and its lost events (bench_tcpevents.py)")
     ap.add_argument("--kernels", action="store_true",
                     help="also the kernel matrix's wall-time ratio (tests/bench/bench_kernels.py: many minutes)")
     ap.add_argument("--json", help="also write the rows to this file")
@@ -364,6 +369,9 @@ def main():
         print(f"bench: {FLOOR} is missing (make bench builds it)", file=sys.stderr)
         return 4
     rows = []
+    if a.tcpevents:
+        print_rows(tcpevents_rows(a.runs), a.json)
+        return 0
     try:
         with lab_proc.netns("tcplab-bench") as ns:
             scene = Scene(ns)
@@ -376,6 +384,7 @@ def main():
         err = getattr(e, "stderr", None) or str(e)
         rows.append({"name": "probes against their floors", "value": None, "target": None,
                      "ok": False, "note": f"not measured: {err.strip().splitlines()[-1]}"})
+    rows += tcpevents_rows(a.runs)
     if not a.probes:
         rows += bench_run(a.quick)
         if a.all:
@@ -398,15 +407,30 @@ def main():
         rows += bench_wire.bench(BIN, a.runs)
     if a.kernels:
         rows += bench_kernels_row(a.all)
+    print_rows(rows, a.json)
+    return 0
+
+
+def tcpevents_rows(runs):
+    """tests/bench/bench_tcpevents.py's rows: tcpevents against evfloor, and its lost events."""
+    try:
+        import bench_tcpevents
+        return [{"name": n, "value": v, "target": tg, "ok": ok, "note": note}
+                for n, v, tg, ok, note in bench_tcpevents.bench(BIN, os.path.dirname(FLOOR), runs)]
+    except (RuntimeError, OSError, ValueError, subprocess.SubprocessError) as e:  # say so, go on
+        return [{"name": "tcpevents against its floor", "value": None, "target": None,
+                 "ok": False, "note": f"not measured: {e}"}]
+
+
+def print_rows(rows, json_path):
     width = max(len(r["name"]) for r in rows)
     for r in rows:
         v = "n/a" if r["value"] is None else f"{r['value']:.2f}"
         verdict = "" if r["ok"] is None else ("ok" if r["ok"] else "MISSED")
         print(f"{r['name']:<{width}}  {v:>9}  {r['target'] or '':<7} {verdict:<6} {r['note']}")
-    if a.json:
-        with open(a.json, "w") as f:
+    if json_path:
+        with open(json_path, "w") as f:
             json.dump(rows, f, indent=2)
-    return 0
 
 
 if __name__ == "__main__":
