@@ -31,6 +31,13 @@ tl_knob() {
 	exit 2
 }
 
+# tl_knob_set VAR NAME VALUE MIN MAX: VALUE (the script's "${TL_KNOB_NAME:-DEFAULT}") checked as
+# tl_knob NAME does, then set as the script's variable VAR.
+tl_knob_set() {
+	tl_knob "$2" "$3" "$4" "$5"
+	eval "$1=\$3"
+}
+
 # tl_running PID: whether PID is still running (not gone, not a zombie waiting for wait).
 tl_running() {
 	# builtins only: this is polled every 10 ms, beside units that measure speed

@@ -18,10 +18,8 @@
 # the knobs (experiments/units): checked here too, for a run without run.sh.  The flight is
 # BEFORE segments, the lost one, AFTER segments: at most 4 + 1 + 5 = 10, the initial cwnd, so
 # all leave at once; at least 3 after the hole, so three duplicate ACKs can come
-BEFORE=${TL_KNOB_BEFORE:-4}
-AFTER=${TL_KNOB_AFTER:-5}
-tl_knob before "$BEFORE" 0 4
-tl_knob after "$AFTER" 3 5
+tl_knob_set BEFORE before "${TL_KNOB_BEFORE:-4}" 0 4
+tl_knob_set AFTER after "${TL_KNOB_AFTER:-5}" 3 5
 FLIGHT=$((BEFORE + 1 + AFTER))
 DROP=$((BEFORE + 1))
 

@@ -24,10 +24,8 @@
 . "$(dirname "$0")/../lib/collect.sh"
 
 # the knobs (experiments/units): checked here too, for a run without run.sh
-RETRIES2=${TL_KNOB_RETRIES2:-3}
-USER_TIMEOUT=${TL_KNOB_USER_TIMEOUT:-5000}
-tl_knob retries2 "$RETRIES2" 1 5
-tl_knob user_timeout "$USER_TIMEOUT" 500 15000
+tl_knob_set RETRIES2 retries2 "${TL_KNOB_RETRIES2:-3}" 1 5
+tl_knob_set USER_TIMEOUT user_timeout "${TL_KNOB_USER_TIMEOUT:-5000}" 500 15000
 
 tl_wire_init "$1"
 PORT_R2=21130 PORT_RTO=21131 PORT_UT=21132

@@ -19,14 +19,10 @@
 . "$(dirname "$0")/../lib/collect.sh"
 
 # the knobs (experiments/units): checked here too, for a run without run.sh
-RATE=${TL_KNOB_RATE:-20}
-QUEUE=${TL_KNOB_QUEUE:-64}
-KIB=${TL_KNOB_BYTES:-1024}
-IDLE_MS=${TL_KNOB_IDLE_MS:-1000}
-tl_knob rate "$RATE" 5 100
-tl_knob queue "$QUEUE" 16 1024
-tl_knob bytes "$KIB" 256 4096
-tl_knob idle_ms "$IDLE_MS" 300 5000
+tl_knob_set RATE rate "${TL_KNOB_RATE:-20}" 5 100
+tl_knob_set QUEUE queue "${TL_KNOB_QUEUE:-64}" 16 1024
+tl_knob_set KIB bytes "${TL_KNOB_BYTES:-1024}" 256 4096
+tl_knob_set IDLE_MS idle_ms "${TL_KNOB_IDLE_MS:-1000}" 300 5000
 
 tl_wire_init "$1"
 BYTES=$((KIB * 1024))

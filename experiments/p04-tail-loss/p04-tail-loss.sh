@@ -18,10 +18,8 @@
 . "$(dirname "$0")/../lib/collect.sh"
 
 # the knobs (experiments/units): checked here too, for a run without run.sh
-FLIGHT=${TL_KNOB_FLIGHT:-4}
-DROPS=${TL_KNOB_DROPS:-3}
-tl_knob flight "$FLIGHT" 1 8
-tl_knob drops "$DROPS" 2 4
+tl_knob_set FLIGHT flight "${TL_KNOB_FLIGHT:-4}" 1 8
+tl_knob_set DROPS drops "${TL_KNOB_DROPS:-3}" 2 4
 
 tl_wire_init "$1"
 PORT_TLP=21110 PORT_RTO=21111
