@@ -501,6 +501,44 @@ tl_events_start() {
 	esac
 }
 
+# tl_part_begin PART PORT: what a p04 part records from before its client starts: tcpevents for
+# PORT (tl_events_start, its pid in EV), both sides' counters, and the capture at the client's
+# end of the veth, all as raw/PART-*.
+tl_part_begin() {
+	tl_events_start "$1" "$2"
+	tl_both_counters_before "$1-"
+	tl_capture "$1-capture" "$TL_CLIENT_IF" "$2"
+}
+
+# tl_srv_rr PART PORT REPLY: an rr_server in the server namespace on TL_SERVER_ADDR:PORT that
+# answers each request with REPLY bytes, its lines in raw/PART-server.txt; polled until `ready`,
+# its pid in TL_LAST.
+tl_srv_rr() {
+	tl_bg "$RAW/$1-server.txt" nsenter --net="/run/netns/$TL_NS_SERVER" \
+		"$TL_BIN/rr_server" -a "$TL_SERVER_ADDR" -p "$2" -R "$3"
+	tl_wait_line "$TL_LAST" "$RAW/$1-server.txt" '^ready ' 5
+}
+
+# tl_rr_part_end PART CLIENT SERVER WATCH KEEP KEEP_S: the end of a p04 part (tl_part_begin)
+# whose rr_client CLIENT (-k: holding its connection) and rr_server SERVER (tl_srv_rr) are done:
+# the client stopped, the server's `conn` line and TIME-WAIT in the sockwatch WATCH (both FINs
+# exchanged, nothing left in flight); then both sides' counters (KEEP, KEEP_S: counters -k), the
+# capture, the sockwatch, tcpevents and the server stopped, the server's nft rules kept
+# (raw/PART-nft-server.txt) and cleared, and the client's result logged.
+tl_rr_part_end() {
+	tl_stop "$2"
+	tl_wait_line "$3" "$RAW/$1-server.txt" '^conn ' 5
+	tl_wait_line "$4" "$RAW/$1-sockwatch.txt" ' state=TIME-WAIT ' 5
+	tl_both_counters_after "$1-" "$5" "$6"
+	tl_uncapture
+	tl_unwatch stop
+	[ -z "$EV" ] || tl_stop "$EV"
+	tl_stop "$3"
+	tl_in server nft list ruleset > "$RAW/$1-nft-server.txt" || tl_die "nft list ruleset failed"
+	tl_fault_clear server
+	tl_log "$1: $(grep '^result ' "$RAW/$1-client.txt")"
+}
+
 # ---- the capture (probes/capture.c; docs/capture.md) -----------------------------------------
 
 # tl_capture [-s] NAME IFACE PORT [ARGS...]: capture on IFACE into raw/NAME.pcap, its lines into

@@ -54,9 +54,7 @@ part() {
 		"$TL_BIN/peer" -r server -a "$TL_SERVER_ADDR" -p "$_port" -s hold
 	_srv=$TL_LAST
 	tl_wait_line "$_srv" "$RAW/$_p-server.txt" '^ready ' 5
-	tl_events_start "$_p" "$_port"
-	tl_both_counters_before "$_p-"
-	tl_capture "$_p-capture" "$TL_CLIENT_IF" "$_port"
+	tl_part_begin "$_p" "$_port"
 	tl_watch "$RAW/$_p-sockwatch.txt" -4 -e -p "$_port" -c backoff,unacked
 	tl_log "$_p: peer -s $_steps (nft drops every data segment to port $_port)"
 	tl_bg "$RAW/$_p-client.txt" "$TL_BIN/peer" -r client -a "$TL_SERVER_ADDR" -p "$_port" \

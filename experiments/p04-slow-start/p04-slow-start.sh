@@ -74,9 +74,7 @@ part() {
 		"$TL_BIN/stream_recv" -a "$TL_SERVER_ADDR" -p "$_port"
 	_recv=$TL_LAST
 	tl_wait_line "$_recv" "$RAW/$_p-recv.txt" '^ready ' 5
-	tl_events_start "$_p" "$_port"
-	tl_both_counters_before "$_p-"
-	tl_capture "$_p-capture" "$TL_CLIENT_IF" "$_port"
+	tl_part_begin "$_p" "$_port"
 	if [ -n "$_idle" ]; then
 		tl_log "$_p: $_cc, two sends of $HALF bytes, $_idle ms idle between;" \
 			"tcp_slow_start_after_idle=$_ssai"
