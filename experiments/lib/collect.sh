@@ -501,6 +501,34 @@ tl_events_start() {
 	esac
 }
 
+# tl_netns_etc: /etc files of this namespace's own, as `ip netns exec NS` bind-mounts
+# /etc/netns/NS over /etc (ip-netns(8)): NS (ip netns identify; a unit not in a named namespace
+# is skipped) and ETC, /etc/netns/NS, made here; the trap is tl_etc_cleanup's from here on, so
+# ETC is removed with everything else (after a SIGKILL, by experiments/lib/netns.sh when run.sh
+# deletes the namespace).
+tl_netns_etc() {
+	NS=$(ip netns identify 2>/dev/null) || NS=""
+	[ -n "$NS" ] || tl_skip "not in a named network namespace (ip netns identify): /etc/netns/NAME cannot apply"
+	case $NS in */* | .*) tl_die "namespace name '$NS' cannot be a directory name" ;; esac
+	ETC=/etc/netns/$NS
+	[ ! -e "$ETC" ] || tl_die "$ETC exists already: another run's, left alone"
+	trap 'tl_etc_cleanup' EXIT
+	# each action's `)` line: as tl_init's
+	trap "tl_etc_cleanup; exit 130
+)" INT
+	trap "tl_etc_cleanup; exit 143
+)" TERM
+	mkdir -p "$ETC" || tl_die "cannot create $ETC"
+}
+
+# tl_etc_cleanup: tl_cleanup, then ETC (tl_netns_etc) removed, and /etc/netns where it is empty.
+tl_etc_cleanup() {
+	tl_cleanup
+	rm -rf "$ETC"
+	rmdir /etc/netns 2>/dev/null
+	return 0
+}
+
 # tl_part_begin PART PORT: what a p04 part records from before its client starts: tcpevents for
 # PORT (tl_events_start, its pid in EV), both sides' counters, and the capture at the client's
 # end of the veth, all as raw/PART-*.
