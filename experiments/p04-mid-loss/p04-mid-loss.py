@@ -279,14 +279,7 @@ def part_lines(r, title):
                  f"{(r['rtx']['t_ns'] - r['hole']['t_ns']) / 1e6:.3f} ms after its first send")
     cause, rule_txt = how(r)
     lines += [f"  {cause}", f"  by: {rule_txt}", ""]
-    lines += tw.retrans_lines(r, ms)
-    extra = tuple(k for k in OPTIONAL if r["counters"].get(k) is not None)
-    for k in COUNTERS + extra + SERVER_COUNTERS:
-        srv = r["server_counters"]      # an OPTIONAL counter is read on the client only
-        lines.append(f"  {k:<28} {t.fmt_delta(r['counters'].get(k)):>7} "
-                     f"{t.fmt_delta(srv.get(k)) if k in srv or k not in extra else '-':>7}")
-    lines += ["DISAGREE: " + d for d in r["disagree"]]
-    return lines
+    return lines + tw.retrans_lines(r, ms, COUNTERS, OPTIONAL, SERVER_COUNTERS)
 
 
 def part_rows(r):

@@ -178,12 +178,7 @@ def part_lines(r, title, hz):
                      f"expires_ms={e['expires_ms']:<6} backoff={e['backoff']} rto_ms={e['rto_ms']}"
                      f" total_rto={e['total_rto']}")
     lines += [""]
-    lines += tw.retrans_lines(r, ms)
-    for k in COUNTERS:
-        lines.append(f"  {k:<28} {t.fmt_delta(r['counters'].get(k)):>7} "
-                     f"{t.fmt_delta(r['server_counters'].get(k)):>7}")
-    lines += ["DISAGREE: " + d for d in r["disagree"]]
-    return lines
+    return lines + tw.retrans_lines(r, ms, COUNTERS)
 
 
 def part_rows(r):

@@ -371,9 +371,10 @@ def retrans_crosscheck(ev, ev_retrans, again, cc):
     return crosscheck, dis
 
 
-def retrans_lines(r, ms):
+def retrans_lines(r, ms, names, optional=(), server_names=()):
     """A p04 loss part's tcpevents retransmissions (ms: a time's t_ms in the part), its
-    retransmission cross-check and the head of its counter table."""
+    retransmission cross-check, its counter table (names; then those of optional the client
+    read, '-' on the server's side; then server_names) and its disagreements."""
     ev = r["events"]
     if "blind" in ev:
         lines = [f"tcpevents could not run: {ev['blind']}"]
@@ -384,11 +385,16 @@ def retrans_lines(r, ms):
         for e in r["ev_retrans"]:
             lines.append(f"  {ms(e['t_ns']):10.3f}  retrans err={e['err']}")
     x = r["crosscheck"]
-    return lines + [
-        f"retransmissions: tcpevents {'-' if x['tcpevents'] is None else x['tcpevents']}, "
-        f"capture {x['capture']}, client TcpRetransSegs {t.fmt_delta(x['TcpRetransSegs'])}",
-        "", "counters (each side read in its own namespace):",
-        f"  {'counter':<28} {'client':>7} {'server':>7}"]
+    lines += [f"retransmissions: tcpevents {'-' if x['tcpevents'] is None else x['tcpevents']}, "
+              f"capture {x['capture']}, client TcpRetransSegs {t.fmt_delta(x['TcpRetransSegs'])}",
+              "", "counters (each side read in its own namespace):",
+              f"  {'counter':<28} {'client':>7} {'server':>7}"]
+    extra = tuple(k for k in optional if r["counters"].get(k) is not None)
+    srv = r["server_counters"]      # an optional counter is read on the client only
+    for k in tuple(names) + extra + tuple(server_names):
+        lines.append(f"  {k:<28} {t.fmt_delta(r['counters'].get(k)):>7} "
+                     f"{t.fmt_delta(srv.get(k)) if k in srv or k not in extra else '-':>7}")
+    return lines + ["DISAGREE: " + d for d in r["disagree"]]
 
 
 def retrans_json(r, ms):
