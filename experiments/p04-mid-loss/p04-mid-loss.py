@@ -325,14 +325,8 @@ def build(rawroot, outdir):
                       f"at {params.int('ack_rate_kbit', 1)} kbit/s so that each ACK reaches the "
                       "client's socket on its own); the capture on the client's end"),
              "", tw.sysctls_line(sysctls, SYSCTLS, hz), ""]
-    rows = []
-    for r, (_, title) in zip(runs, PARTS):
-        lines += part_lines(r, title) + [""]
-        lines += pkt.capture_notes(r["capture"], f"raw/{NAME}/{r['part']}-capture.txt")
-        rows += part_rows(r)
-    lines += tw.crosscheck_lines(runs, "both")
-    lines += ["ladder (the client's end of the veth; t_ms from each part's write):"]
-    lines += pkt.ladder_text(rows, client=tw.CLIENT_COL, server=tw.SERVER_COL)
+    body, rows = tw.loss_parts_lines(NAME, runs, PARTS, part_lines, part_rows)
+    lines += body
     obj = tw.parts_obj(NAME, kernel, rawdir, hz, params, sysctls, SYSCTLS,
                        {r["part"]: part_json(r) for r in runs}, rows)
     panels = [(f"part {r['part']}: {title}", r["segs"], {id(r["hole"])},

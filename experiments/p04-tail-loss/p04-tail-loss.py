@@ -225,14 +225,8 @@ def build(rawroot, outdir):
                       f"namespaces joined by a veth pair (MTU {wire['client']['link']['mtu']}, "
                       "one segment per packet: gso_max_segs 1); the capture on the client's end"),
              "", tw.sysctls_line(sysctls, SYSCTLS, hz), ""]
-    rows = []
-    for r, (_, title) in zip(runs, PARTS):
-        lines += part_lines(r, title, hz) + [""]
-        lines += pkt.capture_notes(r["capture"], f"raw/{NAME}/{r['part']}-capture.txt")
-        rows += part_rows(r)
-    lines += tw.crosscheck_lines(runs, "both")
-    lines += ["ladder (the client's end of the veth; t_ms from each part's write):"]
-    lines += pkt.ladder_text(rows, client=tw.CLIENT_COL, server=tw.SERVER_COL)
+    body, rows = tw.loss_parts_lines(NAME, runs, PARTS, lambda r, title: part_lines(r, title, hz), part_rows)
+    lines += body
     obj = tw.parts_obj(NAME, kernel, rawdir, hz, params, sysctls, SYSCTLS,
                        {r["part"]: part_json(r) for r in runs}, rows)
     # the tail's transmissions: all but the last dropped by nft (red), the last arrived (green)

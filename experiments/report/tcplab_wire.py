@@ -397,6 +397,21 @@ def retrans_lines(r, ms, names, optional=(), server_names=()):
     return lines + ["DISAGREE: " + d for d in r["disagree"]]
 
 
+def loss_parts_lines(name, runs, parts, lines_of, rows_of):
+    """The body of a p04 loss report (p04-mid-loss, p04-tail-loss): each part's lines
+    (lines_of(r, title)) and capture notes, the cross-check of both parts, and the ladder of
+    all parts (rows_of(r): a part's ladder rows, t_ms from its write) → (lines, rows)."""
+    lines, rows = [], []
+    for r, (_, title) in zip(runs, parts):
+        lines += lines_of(r, title) + [""]
+        lines += pkt.capture_notes(r["capture"], f"raw/{name}/{r['part']}-capture.txt")
+        rows += rows_of(r)
+    lines += crosscheck_lines(runs, "both")
+    lines += ["ladder (the client's end of the veth; t_ms from each part's write):"]
+    lines += pkt.ladder_text(rows, client=CLIENT_COL, server=SERVER_COL)
+    return lines, rows
+
+
 def retrans_json(r, ms):
     """A p04 loss part's tcpevents in its .json: why it could not run, or its retransmissions'
     t_ms (ms), its lost count and its missed one where it has one."""
