@@ -56,12 +56,10 @@ tcplab_version() {
 }
 TCPLAB_VERSION=$(tcplab_version)	# rs_install_dir writes it into each unit's raw directory
 
-# ensure_installed: what an installed tcplab needs at run time is there (it builds nothing and
-# installs nothing, unlike a clone's ensure_built); else one line naming what is missing.
-ensure_installed() {
-	local missing=() p
-	command -v ip > /dev/null || missing+=(iproute2)
-	command -v strace > /dev/null || missing+=(strace)
+# runtime_missing: the Debian packages whose tools the units and reports run, added to the
+# caller's array missing where the tool is not there (ensure_installed, ensure_built).
+runtime_missing() {
+	# the wire's faults, the ladder pictures (PATH may lack /usr/sbin for a user)
 	PATH=$PATH:/usr/sbin:/sbin command -v nft > /dev/null || missing+=(nftables)
 	command -v mscgen > /dev/null || missing+=(mscgen)
 	# tcpevents, the exact-transition probe (docs/tcpevents.md), and the sandbox's panes
@@ -70,6 +68,15 @@ ensure_installed() {
 	pkg-config --exists libbpf 2> /dev/null || missing+=(libbpf-dev)
 	command -v tmux > /dev/null || missing+=(tmux)
 	[ -x "$PY" ] || missing+=(python3)
+}
+
+# ensure_installed: what an installed tcplab needs at run time is there (it builds nothing and
+# installs nothing, unlike a clone's ensure_built); else one line naming what is missing.
+ensure_installed() {
+	local missing=() p
+	command -v ip > /dev/null || missing+=(iproute2)
+	command -v strace > /dev/null || missing+=(strace)
+	runtime_missing
 	[ ${#missing[@]} -eq 0 ] || die $EXIT_FAIL "missing ${missing[*]}: install these Debian packages (apt-get install ${missing[*]})"
 	[ -x "$TL_BIN/sockwatch" ] || die $EXIT_FAIL "no programs in $TL_BIN (an incomplete install: make install again)"
 	for p in "$TL_BIN"/*; do
@@ -548,15 +555,7 @@ ensure_built() {
 	command -v ip > /dev/null || missing+=(iproute2)
 	command -v strace > /dev/null || missing+=(strace)
 	pkg-config --exists libpcap 2> /dev/null || missing+=(libpcap-dev)
-	# the wire's faults, the ladder pictures (PATH may lack /usr/sbin for a user)
-	PATH=$PATH:/usr/sbin:/sbin command -v nft > /dev/null || missing+=(nftables)
-	command -v mscgen > /dev/null || missing+=(mscgen)
-	# tcpevents, the exact-transition probe (docs/tcpevents.md), and the sandbox's panes
-	command -v clang > /dev/null || missing+=(clang)
-	PATH=$PATH:/usr/sbin:/sbin command -v bpftool > /dev/null || missing+=(bpftool)
-	pkg-config --exists libbpf 2> /dev/null || missing+=(libbpf-dev)
-	command -v tmux > /dev/null || missing+=(tmux)
-	[ -x "$PY" ] || missing+=(python3)
+	runtime_missing
 	if [ ${#missing[@]} -gt 0 ]; then
 		[ "$(id -u)" -eq 0 ] && [ -z "${TCPLAB_USERNS:-}" ] ||
 			die $EXIT_FAIL "missing ${missing[*]}: run 'make deps' as root"

@@ -12,6 +12,28 @@ NETNS_SH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__
                         "experiments", "lib", "netns.sh")
 
 
+def kernel_report(unit, doc):
+    """The source of a test unit's report (doc: its docstring's words) that reads only the
+    kernel the unit ran on: UNIT.txt "UNIT: kernel K", UNIT.json {"kernel": K}."""
+    return f'''"""{unit} report: {doc}."""
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "report"))
+import tcplab as t
+
+
+def build(rawroot, outdir):
+    d = t.unit_dir(rawroot, "{unit}")
+    kernel = t.kernel_release(d)
+    t.write_outputs(outdir, "{unit}", [f"{unit}: kernel {{kernel}}"], {{"kernel": kernel}})
+
+
+if __name__ == "__main__":
+    sys.exit(t.report_main(sys.argv, build))
+'''
+
+
 def exp_file(exp, folder, name):
     """A file of a test's own experiments directory (TCPLAB_EXPERIMENTS), in the folder run.sh
     looks in (docs/design.md, "Layout"): exp/FOLDER/NAME, FOLDER made.  FOLDER is the unit's

@@ -142,23 +142,7 @@ tl_init "$1"
 "$TL_BIN/machine" > "$RAW/machine.txt" || tl_die "machine failed"
 env | grep '^TL_KNOB_' | sort > "$RAW/env.txt"
 """
-KNOB_PY = '''"""t-knob report: the kernel."""
-import os
-import sys
-
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "report"))
-import tcplab as t
-
-
-def build(rawroot, outdir):
-    d = t.unit_dir(rawroot, "t-knob")
-    kernel = t.kernel_release(d)
-    t.write_outputs(outdir, "t-knob", [f"t-knob: kernel {kernel}"], {"kernel": kernel})
-
-
-if __name__ == "__main__":
-    sys.exit(t.report_main(sys.argv, build))
-'''
+KNOB_PY = lab_proc.kernel_report("t-knob", "the kernel")
 KNOB_LINES = """t-knob               t-knob                 named    run    no           1       30  no       1  yes
 # knob: t-knob: count: 3: 1..9: env TL_T_COUNT: how many
 # knob: t-knob: mode: b: a|b|c: which way

@@ -36,12 +36,9 @@ def test_accepted_connects_all_succeed(p01_quick_out):
 def test_the_knobs_reach_the_script_and_are_recorded(tmp_path):
     """--set connects and backlog (experiments/units): the batches have that many connects, the
     listener that backlog, and the outputs record both (the report derives n, never 2000)."""
-    from unit_live import run_unit, text
+    from unit_live import run_with_knobs, text
     out = tmp_path / "out"
-    r = run_unit(out, "p01-connect-time", "--set", "connects=50", "--set", "backlog=256")
-    assert r.returncode == 0, r.stderr[-3000:]
-    j = load(out, "p01-connect-time")
-    assert j["knobs"] == {"connects": 50, "backlog": 256}
+    j = run_with_knobs(out, "p01-connect-time", {"connects": 50, "backlog": 256})
     for part in ("accept", "refused"):
         assert j["parts"][part]["n"] == 50 and j["parts"][part]["counters"]["TcpActiveOpens"] == 50
     assert j["parts"]["refused"]["errors"] == {"ECONNREFUSED": 50}

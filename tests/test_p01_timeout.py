@@ -41,12 +41,9 @@ def test_the_knobs_reach_the_script_and_are_recorded(tmp_path):
     """--set timeout_ms and keep_ms (experiments/units): a 500 ms timeout comes before the first
     SYN timeout (1 s), and keep_ms 0 closes the keep client at once, so neither client sees a
     retransmission; the report says so instead of "kept trying", and records the knobs."""
-    from unit_live import run_unit, text
+    from unit_live import run_with_knobs, text
     out = tmp_path / "out"
-    r = run_unit(out, "p01-timeout", "--set", "timeout_ms=500", "--set", "keep_ms=0")
-    assert r.returncode == 0, r.stderr[-3000:]
-    j = load(out, "p01-timeout")
-    assert j["knobs"] == {"timeout_ms": 500, "keep_ms": 0}
+    j = run_with_knobs(out, "p01-timeout", {"timeout_ms": 500, "keep_ms": 0})
     for name in ("cc", "keep"):
         c = j[name]
         assert c["result"] == "timeout" and abs(c["elapsed_s"] - 0.5) < 0.2, name

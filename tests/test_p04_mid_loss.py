@@ -134,11 +134,7 @@ def test_reference_no_sack_option_without_sack(ref_out):
     assert text.count("sackok") == 2 and "sack:1" in text
 
 
-def test_reference_ladder(ref_out):
-    j = R.load(str(ref_out))
-    with open(os.path.join(ref_out, j["ladder_svg"])) as f:
-        svg = f.read()
-    assert "segment 5: dropped by nft" in svg and "SACK 7241-8689" in svg
+test_reference_ladder = R.ladder_test("segment 5: dropped by nft", "SACK 7241-8689")
 
 
 def test_reference_time_sequence(ref_out):
@@ -202,21 +198,7 @@ test_report_refuses_bad_raw = R.refusal_test([
 ])
 
 
-def test_report_without_tcpevents_says_why(tmp_path):
-    """tcpevents could not run: the report still works and says why in one line."""
-    def edit(d):
-        (d / "sack-tcpevents.txt").unlink()
-        (d / "sack-tcpevents-blind.txt").write_text(
-            "tcpevents: cannot see TCP events: loading BPF needs CAP_BPF and CAP_PERFMON "
-            "(or root): Operation not permitted\n")
-    out = tmp_path / "out"
-    out.mkdir()
-    r = R.run(R.broken_copy(tmp_path, edit), out)
-    assert r.returncode == 0, r.stderr
-    with open(out / f"{NAME}.txt") as f:
-        text = f.read()
-    assert text.count("tcpevents could not run: tcpevents: cannot see TCP events") == 1
-    assert "retransmissions tcpevents -," in text
+test_report_without_tcpevents_says_why = R.blind_tcpevents_test("sack")
 
 
 def test_a_kernel_without_the_err_argument_counts_its_retransmissions(tmp_path):

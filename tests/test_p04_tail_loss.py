@@ -106,12 +106,7 @@ test_every_kernels_reference_shows_the_kernel_facts = R.every_reference_test(che
 
 
 
-def test_reference_ladder(ref_out):
-    j = R.load(str(ref_out))
-    assert j["ladder_svg"] == f"{NAME}-ladder.svg"
-    with open(os.path.join(ref_out, j["ladder_svg"])) as f:
-        svg = f.read()
-    assert "the loss probe (TLP)" in svg and "RTO 1" in svg
+test_reference_ladder = R.ladder_test("the loss probe (TLP)", "RTO 1")
 
 
 def test_reference_time_sequence(ref_out):
@@ -174,21 +169,7 @@ test_report_refuses_bad_raw = R.refusal_test([
 ])
 
 
-def test_report_without_tcpevents_says_why(tmp_path):
-    """tcpevents could not run: the report still works and says why in one line."""
-    def edit(d):
-        (d / "tlp-tcpevents.txt").unlink()
-        (d / "tlp-tcpevents-blind.txt").write_text(
-            "tcpevents: cannot see TCP events: loading BPF needs CAP_BPF and CAP_PERFMON "
-            "(or root): Operation not permitted\n")
-    out = tmp_path / "out"
-    out.mkdir()
-    r = R.run(R.broken_copy(tmp_path, edit), out)
-    assert r.returncode == 0, r.stderr
-    with open(out / f"{NAME}.txt") as f:
-        text = f.read()
-    assert text.count("tcpevents could not run: tcpevents: cannot see TCP events") == 1
-    assert "retransmissions tcpevents -," in text
+test_report_without_tcpevents_says_why = R.blind_tcpevents_test("tlp")
 
 
 @pytest.mark.parametrize("missed", ["1", "-"])

@@ -219,24 +219,7 @@ HELLO_SH = """#!/bin/sh
 tl_init "$1"
 "$TL_BIN/machine" > "$RAW/machine.txt" || tl_die "machine failed"
 """
-HELLO_PY = '''"""hello-lab report: the kernel the unit saw."""
-import glob
-import os
-import sys
-
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "report"))
-import tcplab as t
-
-
-def build(rawroot, outdir):
-    d = t.unit_dir(rawroot, "hello-lab")
-    kernel = t.kernel_release(d)
-    t.write_outputs(outdir, "hello-lab", [f"hello-lab: kernel {kernel}"], {"kernel": kernel})
-
-
-if __name__ == "__main__":
-    sys.exit(t.report_main(sys.argv, build))
-'''
+HELLO_PY = lab_proc.kernel_report("hello-lab", "the kernel the unit saw")
 
 
 @pytest.mark.netns

@@ -10,6 +10,7 @@ one line per event.
   namespace's TcpOutRsts (nstat).
 """
 import collections
+import contextlib
 import os
 import re
 import shutil
@@ -284,6 +285,21 @@ class Actor:
         assert self.p.wait(timeout=10) == 0
 
 
+@contextlib.contextmanager
+def acting(netns, port, *progs):
+    """An Actor on port for the with block; at its end, whatever happened, each of progs (Bg)
+    killed, and the actor where it still runs."""
+    actor = None
+    try:
+        actor = Actor(netns, port)
+        yield actor
+    finally:
+        for prog in progs:
+            prog.kill()
+        if actor is not None and actor.p.poll() is None:
+            actor.p.kill()
+
+
 def waitfor(bindir, path, ere, pid, count=1):
     """Poll path with probes' waitfor until count lines match ere (fail if pid ends first)."""
     r = subprocess.run([os.path.join(bindir, "waitfor"), "-p", str(pid), "-t", str(TIMEOUT_MS),
@@ -389,9 +405,7 @@ def test_live_orphan_close_timewait_substate(bindir, tcpevents, netns, tmp_path)
     substate FIN-WAIT-2 takes its place (tcp_rcv_state_process(), TCP_FIN_WAIT1 case)."""
     port = 21071
     ev = start_tcpevents(bindir, netns, tmp_path, "-p", str(port))
-    actor = None
-    try:
-        actor = Actor(netns, port)
+    with acting(netns, port, ev) as actor:
         actor.do("connect")
         actor.do("close-client")
         waitfor(bindir, ev.out, "old=FIN-WAIT-1 new=FIN-WAIT-2 ", ev.p.pid)  # its FIN acknowledged
@@ -399,10 +413,6 @@ def test_live_orphan_close_timewait_substate(bindir, tcpevents, netns, tmp_path)
         waitfor(bindir, ev.out, "old=LAST-ACK new=UNCONN ", ev.p.pid)
         actor.close()
         lines = ev.stop()
-    finally:
-        ev.kill()
-        if actor is not None and actor.p.poll() is None:
-            actor.p.kill()
     orphan = CLIENT[:4] + (("FIN-WAIT-2", "FIN-WAIT-2"), ("FIN-WAIT-2", "UNCONN"))
     assert_transitions(lines, [LISTENER, orphan, SERVER])
 
@@ -465,16 +475,10 @@ def test_live_syn_retransmits_count_once(bindir, tcpevents, netns, tmp_path):
         f" tcp dport {port + 2} tcp flags syn drop\n }}\n}}\n"))
     before = nstat(netns, "TcpRetransSegs")
     ev = start_tcpevents(bindir, netns, tmp_path, "-p", str(port + 2))
-    actor = None
-    try:
-        actor = Actor(netns, port)
+    with acting(netns, port, ev) as actor:
         actor.do("syn-lost")
         actor.close()
         lines = ev.stop()
-    finally:
-        ev.kill()
-        if actor is not None and actor.p.poll() is None:
-            actor.p.kill()
     events = events_of(lines)
     retrans = [e for e in events if e["event"] == "retrans" and e["err"] in ("0", "-")]
     # every retransmission seen, never one more; fewer only as excused() allows (a run of twelve
@@ -493,19 +497,13 @@ def test_live_resets_count_once(bindir, tcpevents, netns, tmp_path):
     port = 21072
     before = nstat_out_rsts(netns)
     ev = start_tcpevents(bindir, netns, tmp_path)
-    actor = None
-    try:
-        actor = Actor(netns, port)
+    with acting(netns, port, ev) as actor:
         actor.do("refused")
         actor.do("connect")
         actor.do("abort-client")
         waitfor(bindir, ev.out, "event=rst-recv ", ev.p.pid)
         actor.close()
         lines = ev.stop()
-    finally:
-        ev.kill()
-        if actor is not None and actor.p.poll() is None:
-            actor.p.kill()
     sent = nstat_out_rsts(netns) - before
     events = events_of(lines)
     rst = [e for e in events if e["event"] == "rst-sent"]

@@ -31,6 +31,16 @@ def run_unit(d, *args, timeout=120):
     return r
 
 
+def run_with_knobs(d, unit, knobs):
+    """UNIT run by run.sh into d with --set NAME=VALUE for each of knobs, which must succeed;
+    returns its .json, which must record those knobs."""
+    r = run_unit(d, unit, *[a for k, v in knobs.items() for a in ("--set", f"{k}={v}")])
+    assert r.returncode == 0, r.stderr[-3000:]
+    j = load(d, unit)
+    assert j["knobs"] == knobs
+    return j
+
+
 def unit_out(tmp_path_factory, unit):
     """UNIT run once by run.sh into a fresh directory, which must succeed."""
     d = tmp_path_factory.mktemp(unit)

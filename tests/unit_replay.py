@@ -172,6 +172,41 @@ class Report:
 
         return test_report_refuses_bad_raw
 
+    def ladder_test(self, *words):
+        """test_reference_ladder for the module to bind: the replayed reference's ladder picture
+        is NAME-ladder.svg (its .json's ladder_svg) and says each of words."""
+        def test_reference_ladder(ref_out):
+            j = self.load(str(ref_out))
+            assert j["ladder_svg"] == f"{self.name}-ladder.svg"
+            with open(os.path.join(ref_out, j["ladder_svg"])) as f:
+                svg = f.read()
+            for word in words:
+                assert word in svg, word
+
+        return test_reference_ladder
+
+    def blind_tcpevents_test(self, part):
+        """test_report_without_tcpevents_says_why for the module to bind: part's tcpevents
+        output replaced by the one line saying why it could not run (PART-tcpevents-blind.txt),
+        the report still works, says why in one line and counts no tcpevents retransmissions."""
+        def test_report_without_tcpevents_says_why(tmp_path):
+            """tcpevents could not run: the report still works and says why in one line."""
+            def edit(d):
+                (d / f"{part}-tcpevents.txt").unlink()
+                (d / f"{part}-tcpevents-blind.txt").write_text(
+                    "tcpevents: cannot see TCP events: loading BPF needs CAP_BPF and CAP_PERFMON "
+                    "(or root): Operation not permitted\n")
+            out = tmp_path / "out"
+            out.mkdir()
+            r = self.run(self.broken_copy(tmp_path, edit), out)
+            assert r.returncode == 0, r.stderr
+            with open(out / f"{self.name}.txt") as f:
+                text = f.read()
+            assert text.count("tcpevents could not run: tcpevents: cannot see TCP events") == 1
+            assert "retransmissions tcpevents -," in text
+
+        return test_report_without_tcpevents_says_why
+
     def knob_tests(self, script_cases, run_cases):
         """The two bad-knob tests for the module to bind:
             test_collect_script_refuses_a_bad_knob, test_run_sh_refuses_a_bad_knob = \\

@@ -31,6 +31,13 @@ tl_knob() {
 	exit 2
 }
 
+# tl_knob_set VAR NAME VALUE MIN MAX: VALUE (the script's "${TL_KNOB_NAME:-DEFAULT}") checked as
+# tl_knob NAME does, then set as the script's variable VAR.
+tl_knob_set() {
+	tl_knob "$2" "$3" "$4" "$5"
+	eval "$1=\$3"
+}
+
 # tl_running PID: whether PID is still running (not gone, not a zombie waiting for wait).
 tl_running() {
 	# builtins only: this is polled every 10 ms, beside units that measure speed
@@ -492,6 +499,72 @@ tl_events_start() {
 		tl_log "$1: tcpevents cannot run: $(cat "$RAW/$1-tcpevents-blind.txt")" ;;
 	*) tl_die "no ready line from tcpevents after 10 s" ;;
 	esac
+}
+
+# tl_netns_etc: /etc files of this namespace's own, as `ip netns exec NS` bind-mounts
+# /etc/netns/NS over /etc (ip-netns(8)): NS (ip netns identify; a unit not in a named namespace
+# is skipped) and ETC, /etc/netns/NS, made here; the trap is tl_etc_cleanup's from here on, so
+# ETC is removed with everything else (after a SIGKILL, by experiments/lib/netns.sh when run.sh
+# deletes the namespace).
+tl_netns_etc() {
+	NS=$(ip netns identify 2>/dev/null) || NS=""
+	[ -n "$NS" ] || tl_skip "not in a named network namespace (ip netns identify): /etc/netns/NAME cannot apply"
+	case $NS in */* | .*) tl_die "namespace name '$NS' cannot be a directory name" ;; esac
+	ETC=/etc/netns/$NS
+	[ ! -e "$ETC" ] || tl_die "$ETC exists already: another run's, left alone"
+	trap 'tl_etc_cleanup' EXIT
+	# each action's `)` line: as tl_init's
+	trap "tl_etc_cleanup; exit 130
+)" INT
+	trap "tl_etc_cleanup; exit 143
+)" TERM
+	mkdir -p "$ETC" || tl_die "cannot create $ETC"
+}
+
+# tl_etc_cleanup: tl_cleanup, then ETC (tl_netns_etc) removed, and /etc/netns where it is empty.
+tl_etc_cleanup() {
+	tl_cleanup
+	rm -rf "$ETC"
+	rmdir /etc/netns 2>/dev/null
+	return 0
+}
+
+# tl_part_begin PART PORT: what a p04 part records from before its client starts: tcpevents for
+# PORT (tl_events_start, its pid in EV), both sides' counters, and the capture at the client's
+# end of the veth, all as raw/PART-*.
+tl_part_begin() {
+	tl_events_start "$1" "$2"
+	tl_both_counters_before "$1-"
+	tl_capture "$1-capture" "$TL_CLIENT_IF" "$2"
+}
+
+# tl_srv_rr PART PORT REPLY: an rr_server in the server namespace on TL_SERVER_ADDR:PORT that
+# answers each request with REPLY bytes, its lines in raw/PART-server.txt; polled until `ready`,
+# its pid in TL_LAST.
+tl_srv_rr() {
+	tl_bg "$RAW/$1-server.txt" nsenter --net="/run/netns/$TL_NS_SERVER" \
+		"$TL_BIN/rr_server" -a "$TL_SERVER_ADDR" -p "$2" -R "$3"
+	tl_wait_line "$TL_LAST" "$RAW/$1-server.txt" '^ready ' 5
+}
+
+# tl_rr_part_end PART CLIENT SERVER WATCH KEEP KEEP_S: the end of a p04 part (tl_part_begin)
+# whose rr_client CLIENT (-k: holding its connection) and rr_server SERVER (tl_srv_rr) are done:
+# the client stopped, the server's `conn` line and TIME-WAIT in the sockwatch WATCH (both FINs
+# exchanged, nothing left in flight); then both sides' counters (KEEP, KEEP_S: counters -k), the
+# capture, the sockwatch, tcpevents and the server stopped, the server's nft rules kept
+# (raw/PART-nft-server.txt) and cleared, and the client's result logged.
+tl_rr_part_end() {
+	tl_stop "$2"
+	tl_wait_line "$3" "$RAW/$1-server.txt" '^conn ' 5
+	tl_wait_line "$4" "$RAW/$1-sockwatch.txt" ' state=TIME-WAIT ' 5
+	tl_both_counters_after "$1-" "$5" "$6"
+	tl_uncapture
+	tl_unwatch stop
+	[ -z "$EV" ] || tl_stop "$EV"
+	tl_stop "$3"
+	tl_in server nft list ruleset > "$RAW/$1-nft-server.txt" || tl_die "nft list ruleset failed"
+	tl_fault_clear server
+	tl_log "$1: $(grep '^result ' "$RAW/$1-client.txt")"
 }
 
 # ---- the capture (probes/capture.c; docs/capture.md) -----------------------------------------

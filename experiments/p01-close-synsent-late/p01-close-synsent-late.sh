@@ -12,8 +12,7 @@
 . "$(dirname "$0")/../lib/collect.sh"
 
 # the knob (experiments/units): checked here too, for a run without run.sh
-TIMEOUT_MS=${TL_KNOB_TIMEOUT_MS:-500}
-tl_knob timeout_ms "$TIMEOUT_MS" 100 800
+tl_knob_set TIMEOUT_MS timeout_ms "${TL_KNOB_TIMEOUT_MS:-500}" 100 800
 
 tl_wire_init "$1"
 PORT=21019

@@ -6,10 +6,8 @@
 . "$(dirname "$0")/../lib/collect.sh"
 
 # the knobs: checked here too, for a run without run.sh
-N=${TL_KNOB_CONNECTS:-${TL_CONNECTS:-2000}}
-BACKLOG=${TL_KNOB_BACKLOG:-128}
-tl_knob connects "$N" 1 20000
-tl_knob backlog "$BACKLOG" 8 4096
+tl_knob_set N connects "${TL_KNOB_CONNECTS:-${TL_CONNECTS:-2000}}" 1 20000
+tl_knob_set BACKLOG backlog "${TL_KNOB_BACKLOG:-128}" 8 4096
 
 tl_init "$1"
 "$TL_BIN/machine" > "$RAW/machine.txt" || tl_die "machine failed"

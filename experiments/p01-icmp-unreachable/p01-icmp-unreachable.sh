@@ -13,10 +13,8 @@
 . "$(dirname "$0")/../lib/collect.sh"
 
 # the knobs (experiments/units): checked here too, for a run without run.sh
-SYNCNT=${TL_KNOB_SYNCNT:-2}
-LATE_DROPS=${TL_KNOB_LATE_DROPS:-1}
-tl_knob syncnt "$SYNCNT" 2 4
-tl_knob late_drops "$LATE_DROPS" 1 2
+tl_knob_set SYNCNT syncnt "${TL_KNOB_SYNCNT:-2}" 2 4
+tl_knob_set LATE_DROPS late_drops "${TL_KNOB_LATE_DROPS:-1}" 1 2
 
 tl_wire_init "$1"
 CKEEP="TcpActiveOpens,TcpAttemptFails,TcpOutSegs,TcpRetransSegs,TcpExtTCPSynRetrans,TcpExtTCPTimeouts,TcpExtLockDroppedIcmps,TcpExtOutOfWindowIcmps,IcmpInMsgs,IcmpInDestUnreachs,IcmpInErrors"

@@ -9,8 +9,7 @@
 # a count-based drop rule before the reject in part nft: the first DROP_SYNS SYNs get no answer
 # at all, the next one the RST (connect_block -s 2 gives the SYNs a budget of about 7 s: on a
 # kernel whose SYN timeouts double, 1 + 2 + 4 s, drop_syns=3 leaves no SYN to answer, ETIMEDOUT)
-DROP_SYNS=${TL_KNOB_DROP_SYNS:-0}
-tl_knob drop_syns "$DROP_SYNS" 0 3
+tl_knob_set DROP_SYNS drop_syns "${TL_KNOB_DROP_SYNS:-0}" 0 3
 
 tl_wire_init "$1"
 CKEEP="TcpActiveOpens,TcpAttemptFails,TcpInSegs,TcpOutSegs,TcpRetransSegs,TcpOutRsts,TcpInErrs,TcpExtTCPAbortOnSyn,TcpExtTCPSynRetrans"

@@ -10,8 +10,7 @@
 # each end of the veth shows which SYN-ACKs left the server and which reached the client.
 . "$(dirname "$0")/../lib/collect.sh"
 # the knob (experiments/units): checked here too, for a run without run.sh
-DROP=${TL_KNOB_DROPS:-2}
-tl_knob drops "$DROP" 1 4
+tl_knob_set DROP drops "${TL_KNOB_DROPS:-2}" 1 4
 
 tl_wire_init "$1"
 KEEP="TcpActiveOpens,TcpPassiveOpens,TcpOutSegs,TcpInSegs,TcpRetransSegs,TcpExtTCPSynRetrans,TcpExtTCPTimeouts,IpOutRequests,IpOutTransmits"

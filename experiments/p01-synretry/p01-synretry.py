@@ -178,20 +178,13 @@ def pictures(outdir, runs, kernel, made):
 
 
 def build(rawroot, outdir):
-    runs, partial = {}, {}
-    for unit, title in UNITS:
-        d = os.path.join(rawroot, unit)
-        if t.exists(d) and t.unit_status(d) is not None:
-            partial[unit] = t.unit_status(d)    # failed or timed out: said, never reported
-        elif t.exists(d):
-            r = one_run(t.unit_dir(rawroot, unit), unit)
-            runs[unit] = (title.format(syncnt=r["syncnt"]), r)
-    if not runs and partial:
-        unit, why = next(iter(partial.items()))
-        raise t.RawError(f"{os.path.join(rawroot, unit)}: partial output of a unit that did not "
-                         f"finish ({why})")
-    if not runs:
-        raise t.RawError(f"{rawroot}: no raw directory for {NAME}")
+    titles = dict(UNITS)
+
+    def read(rawdir, unit):
+        r = one_run(rawdir, unit)
+        return (titles[unit].format(syncnt=r["syncnt"]), r)
+    # a failed or timed-out unit: said, never reported
+    runs, partial = t.group_runs(rawroot, NAME, titles, read)
     first = t.unit_dir(rawroot, next(iter(runs)))
     kernel = t.kernel_release(first)
     main = runs.get("p01-synretry", next(iter(runs.values())))[1]

@@ -8,10 +8,8 @@
 . "$(dirname "$0")/../lib/collect.sh"
 
 # the knobs: checked here too, for a run without run.sh
-TIMEOUT_MS=${TL_KNOB_TIMEOUT_MS:-1500}
-KEEP_MS=${TL_KNOB_KEEP_MS:-2000}
-tl_knob timeout_ms "$TIMEOUT_MS" 100 10000
-tl_knob keep_ms "$KEEP_MS" 0 10000
+tl_knob_set TIMEOUT_MS timeout_ms "${TL_KNOB_TIMEOUT_MS:-1500}" 100 10000
+tl_knob_set KEEP_MS keep_ms "${TL_KNOB_KEEP_MS:-2000}" 0 10000
 
 tl_init "$1"
 "$TL_BIN/machine" > "$RAW/machine.txt" || tl_die "machine failed"

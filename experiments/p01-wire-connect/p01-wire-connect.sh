@@ -11,10 +11,8 @@
 . "$(dirname "$0")/../lib/collect.sh"
 
 # the knobs (experiments/units): checked here too, for a run without run.sh
-ADVMSS=${TL_KNOB_ADVMSS:-0}
-TIMESTAMPS=${TL_KNOB_TIMESTAMPS:-1}
-tl_knob advmss "$ADVMSS" 0 1460
-tl_knob timestamps "$TIMESTAMPS" 0 1
+tl_knob_set ADVMSS advmss "${TL_KNOB_ADVMSS:-0}" 0 1460
+tl_knob_set TIMESTAMPS timestamps "${TL_KNOB_TIMESTAMPS:-1}" 0 1
 
 tl_wire_init "$1"
 PORT=21013

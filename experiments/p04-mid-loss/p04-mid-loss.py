@@ -215,17 +215,7 @@ def one_part(rawdir, name, params, hz):
            "hole_end": hole_end, "flight_end": flight_end, "covered": covered,
            "one_jiffy_us": 10**6 // hz, "events": ev, "ev_retrans": ev_retrans,
            "counters": cc, "server_counters": sc, "capture": cap, "segs": segs, "again": again}
-    out["crosscheck"] = {"tcpevents": None if ev_retrans is None else len(ev_retrans),
-                         "capture": len(again),
-                         "TcpRetransSegs": pkt.counter_delta(cc, "TcpRetransSegs")}
-    dis = [pkt.count_check("client segments sent again", len(again), "client TcpRetransSegs",
-                           pkt.counter_delta(cc, "TcpRetransSegs"))]
-    if ev_retrans is not None:
-        # err=-: a kernel whose tracepoint has no err argument fires it only for one that went out
-        dis.append(t.tcpevents_short("tcpevents' retransmissions (err=0 or -)",
-                                     sum(1 for e in ev_retrans if e["err"] in ("0", "-")),
-                                     "client TcpRetransSegs", pkt.counter_delta(cc, "TcpRetransSegs"),
-                                     ev.get("missed")))
+    out["crosscheck"], dis = tw.retrans_crosscheck(ev, ev_retrans, again, cc)
     out["disagree"] = [d for d in dis if d]
     return out
 
@@ -289,27 +279,7 @@ def part_lines(r, title):
                  f"{(r['rtx']['t_ns'] - r['hole']['t_ns']) / 1e6:.3f} ms after its first send")
     cause, rule_txt = how(r)
     lines += [f"  {cause}", f"  by: {rule_txt}", ""]
-    ev = r["events"]
-    if "blind" in ev:
-        lines.append(f"tcpevents could not run: {ev['blind']}")
-    else:
-        lines.append(f"tcpevents (client namespace): {len(r['ev_retrans'])} retransmission(s) "
-                     f"(tcp:tcp_retransmit_skb), lost={ev['lost']}"
-                     + ("" if ev.get("missed") is None else f" missed={ev['missed']}") + ":")
-        for e in r["ev_retrans"]:
-            lines.append(f"  {ms(e['t_ns']):10.3f}  retrans err={e['err']}")
-    x = r["crosscheck"]
-    lines += [f"retransmissions: tcpevents {'-' if x['tcpevents'] is None else x['tcpevents']}, "
-              f"capture {x['capture']}, client TcpRetransSegs {t.fmt_delta(x['TcpRetransSegs'])}",
-              "", "counters (each side read in its own namespace):",
-              f"  {'counter':<28} {'client':>7} {'server':>7}"]
-    extra = tuple(k for k in OPTIONAL if r["counters"].get(k) is not None)
-    for k in COUNTERS + extra + SERVER_COUNTERS:
-        srv = r["server_counters"]      # an OPTIONAL counter is read on the client only
-        lines.append(f"  {k:<28} {t.fmt_delta(r['counters'].get(k)):>7} "
-                     f"{t.fmt_delta(srv.get(k)) if k in srv or k not in extra else '-':>7}")
-    lines += ["DISAGREE: " + d for d in r["disagree"]]
-    return lines
+    return lines + tw.retrans_lines(r, ms, COUNTERS, OPTIONAL, SERVER_COUNTERS)
 
 
 def part_rows(r):
@@ -325,7 +295,6 @@ def part_rows(r):
 
 def part_json(r):
     ms = lambda ns: round((ns - r["start_ns"]) / 1e6, 3)  # noqa: E731
-    ev = r["events"]
     cause, rule_txt = how(r)
     return {"port": r["port"], "rule": r["rule"], "tcp_sack": r["tcp_sack"],
             "sackok": r["sackok"], "result": "ok", "errno": None,
@@ -336,10 +305,7 @@ def part_json(r):
                           "before_rtx": p in r["before"]} for p in r["dup"]],
             "rtx_ms": ms(r["rtx"]["t_ns"]), "dup_before_rtx": len(r["before"]),
             "gap_us": r["gap_us"], "how": {"cause": cause, "rule": rule_txt},
-            "tcpevents": ({"blind": ev["blind"]} if "blind" in ev else
-                          {"retrans_ms": [ms(e["t_ns"]) for e in r["ev_retrans"]],
-                           "lost": ev["lost"],
-                           **({} if ev.get("missed") is None else {"missed": ev["missed"]})}),
+            "tcpevents": tw.retrans_json(r, ms),
             "crosscheck": r["crosscheck"], "counters": r["counters"],
             "server_counters": r["server_counters"], "capture": pkt.capture_json(r["capture"]),
             **({"disagree": r["disagree"]} if r["disagree"] else {})}
@@ -358,26 +324,11 @@ def build(rawroot, outdir):
                       "one segment per packet: gso_max_segs 1; the server's packets paced by tbf "
                       f"at {params.int('ack_rate_kbit', 1)} kbit/s so that each ACK reaches the "
                       "client's socket on its own); the capture on the client's end"),
-             "", "client sysctls: " + "  ".join(
-                 f"{k.rsplit('.', 1)[-1]}={'absent' if v is None else v}" for k, v in
-                 t.sysctls_json(sysctls, SYSCTLS).items()) + f"  HZ={hz}", ""]
-    rows = []
-    for r, (_, title) in zip(runs, PARTS):
-        lines += part_lines(r, title) + [""]
-        lines += pkt.capture_notes(r["capture"], f"raw/{NAME}/{r['part']}-capture.txt")
-        rows += part_rows(r)
-    total = {k: sum(r["crosscheck"][k] or 0 for r in runs) for k in ("capture", "TcpRetransSegs")}
-    seen = [r["crosscheck"]["tcpevents"] for r in runs]
-    lines += [f"cross-check, both parts: retransmissions tcpevents "
-              f"{'-' if None in seen else sum(seen)}, capture {total['capture']}, client "
-              f"TcpRetransSegs {total['TcpRetransSegs']:+d}", ""]
-    lines += ["ladder (the client's end of the veth; t_ms from each part's write):"]
-    lines += pkt.ladder_text(rows, client=tw.CLIENT_COL, server=tw.SERVER_COL)
-    obj = {"experiment": NAME, "kernel": kernel, "collected_at": t.collected_at(rawdir),
-           "load_average": None, "result": "ok", "errno": None, "elapsed_s": None,
-           "counters": None, "hz": hz, "params": dict(params), "knobs": t.read_knobs(rawdir),
-           "sysctls": t.sysctls_json(sysctls, SYSCTLS),
-           "parts": {r["part"]: part_json(r) for r in runs}, "ladder": rows}
+             "", tw.sysctls_line(sysctls, SYSCTLS, hz), ""]
+    body, rows = tw.loss_parts_lines(NAME, runs, PARTS, part_lines, part_rows)
+    lines += body
+    obj = tw.parts_obj(NAME, kernel, rawdir, hz, params, sysctls, SYSCTLS,
+                       {r["part"]: part_json(r) for r in runs}, rows)
     panels = [(f"part {r['part']}: {title}", r["segs"], {id(r["hole"])},
                {id(p) for p in r["again"]}) for r, (_, title) in zip(runs, PARTS)]
     caption = (f"{NAME}: time-sequence at the client's end of the veth, kernel {kernel}")

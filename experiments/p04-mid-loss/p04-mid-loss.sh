@@ -18,10 +18,8 @@
 # the knobs (experiments/units): checked here too, for a run without run.sh.  The flight is
 # BEFORE segments, the lost one, AFTER segments: at most 4 + 1 + 5 = 10, the initial cwnd, so
 # all leave at once; at least 3 after the hole, so three duplicate ACKs can come
-BEFORE=${TL_KNOB_BEFORE:-4}
-AFTER=${TL_KNOB_AFTER:-5}
-tl_knob before "$BEFORE" 0 4
-tl_knob after "$AFTER" 3 5
+tl_knob_set BEFORE before "${TL_KNOB_BEFORE:-4}" 0 4
+tl_knob_set AFTER after "${TL_KNOB_AFTER:-5}" 3 5
 FLIGHT=$((BEFORE + 1 + AFTER))
 DROP=$((BEFORE + 1))
 
@@ -77,13 +75,9 @@ part() {
 	tl_sysctls "$SYSCTLS" > "$RAW/$_p-sysctls.txt"
 	tl_sysctls "$SYSCTLS" tl_srv > "$RAW/$_p-server-sysctls.txt"
 	tl_fault server in "drop-nth:$DROP" tcp dport "$_port" ip length "$SEG_IPLEN"
-	tl_bg "$RAW/$_p-server.txt" nsenter --net="/run/netns/$TL_NS_SERVER" \
-		"$TL_BIN/rr_server" -a "$TL_SERVER_ADDR" -p "$_port" -R "$REPLY"
+	tl_srv_rr "$_p" "$_port" "$REPLY"
 	_srv=$TL_LAST
-	tl_wait_line "$_srv" "$RAW/$_p-server.txt" '^ready ' 5
-	tl_events_start "$_p" "$_port"
-	tl_both_counters_before "$_p-"
-	tl_capture "$_p-capture" "$TL_CLIENT_IF" "$_port"
+	tl_part_begin "$_p" "$_port"
 	tl_watch "$RAW/$_p-sockwatch.txt" -4 -s estab -s fin-wait-1 -s fin-wait-2 -s time-wait \
 		-p "$_port"
 	_sw=$TL_WATCH
@@ -96,17 +90,7 @@ part() {
 	tl_not_interrupted "$RAW/$_p-client.txt"
 	# the close: its TIME-WAIT says both FINs were exchanged, nothing left in flight when the
 	# counters are read
-	tl_stop "$_cli"
-	tl_wait_line "$_srv" "$RAW/$_p-server.txt" '^conn ' 5
-	tl_wait_line "$_sw" "$RAW/$_p-sockwatch.txt" ' state=TIME-WAIT ' 5
-	tl_both_counters_after "$_p-" "$KEEP" "$KEEP_S"
-	tl_uncapture
-	tl_unwatch stop
-	[ -z "$EV" ] || tl_stop "$EV"
-	tl_stop "$_srv"
-	tl_in server nft list ruleset > "$RAW/$_p-nft-server.txt" || tl_die "nft list ruleset failed"
-	tl_fault_clear server
-	tl_log "$_p: $(grep '^result ' "$RAW/$_p-client.txt")"
+	tl_rr_part_end "$_p" "$_cli" "$_srv" "$_sw" "$KEEP" "$KEEP_S"
 }
 
 part sack "$PORT_SACK" 1

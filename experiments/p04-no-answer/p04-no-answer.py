@@ -227,9 +227,7 @@ def build(rawroot, outdir):
                       f"namespaces joined by a veth pair (MTU {wire['client']['link']['mtu']}); "
                       "nft on the server's input drops the connection's data; the capture on "
                       "the client's end"),
-             "", "client sysctls: " + "  ".join(
-                 f"{k.rsplit('.', 1)[-1]}={'absent' if v is None else v}" for k, v in
-                 t.sysctls_json(sysctls, SYSCTLS).items()) + f"  HZ={hz}",
+             "", tw.sysctls_line(sysctls, SYSCTLS, hz),
              f"(the namespace's own tcp_retries2 was "
              f"{t.sysctl_int(default, 'net.ipv4.tcp_retries2', 'sysctls-default.txt', 0, 255)}; "
              "tcp_early_retrans=0: no loss probe, so every retransmission is an RTO's)",
@@ -241,11 +239,8 @@ def build(rawroot, outdir):
         rows += part_rows(r, r["segs"][0]["t_ns"])
     lines += ["ladder (the client's end of the veth; t_ms from each part's SYN):"]
     lines += pkt.ladder_text(rows, client=tw.CLIENT_COL, server=tw.SERVER_COL)
-    obj = {"experiment": NAME, "kernel": kernel, "collected_at": t.collected_at(rawdir),
-           "load_average": None, "result": "ok", "errno": None, "elapsed_s": None,
-           "counters": None, "hz": hz, "params": dict(params), "knobs": t.read_knobs(rawdir),
-           "sysctls": t.sysctls_json(sysctls, SYSCTLS), "route": route,
-           "parts": {r["part"]: part_json(r) for r in runs}, "ladder": rows}
+    obj = tw.parts_obj(NAME, kernel, rawdir, hz, params, sysctls, SYSCTLS,
+                       {r["part"]: part_json(r) for r in runs}, rows, route=route)
     tw.write_with_ladder(outdir, NAME, lines + [""], obj, rows)
 
 

@@ -24,10 +24,8 @@
 . "$(dirname "$0")/../lib/collect.sh"
 
 # the knobs (experiments/units): checked here too, for a run without run.sh
-RETRIES2=${TL_KNOB_RETRIES2:-3}
-USER_TIMEOUT=${TL_KNOB_USER_TIMEOUT:-5000}
-tl_knob retries2 "$RETRIES2" 1 5
-tl_knob user_timeout "$USER_TIMEOUT" 500 15000
+tl_knob_set RETRIES2 retries2 "${TL_KNOB_RETRIES2:-3}" 1 5
+tl_knob_set USER_TIMEOUT user_timeout "${TL_KNOB_USER_TIMEOUT:-5000}" 500 15000
 
 tl_wire_init "$1"
 PORT_R2=21130 PORT_RTO=21131 PORT_UT=21132
@@ -56,9 +54,7 @@ part() {
 		"$TL_BIN/peer" -r server -a "$TL_SERVER_ADDR" -p "$_port" -s hold
 	_srv=$TL_LAST
 	tl_wait_line "$_srv" "$RAW/$_p-server.txt" '^ready ' 5
-	tl_events_start "$_p" "$_port"
-	tl_both_counters_before "$_p-"
-	tl_capture "$_p-capture" "$TL_CLIENT_IF" "$_port"
+	tl_part_begin "$_p" "$_port"
 	tl_watch "$RAW/$_p-sockwatch.txt" -4 -e -p "$_port" -c backoff,unacked
 	tl_log "$_p: peer -s $_steps (nft drops every data segment to port $_port)"
 	tl_bg "$RAW/$_p-client.txt" "$TL_BIN/peer" -r client -a "$TL_SERVER_ADDR" -p "$_port" \

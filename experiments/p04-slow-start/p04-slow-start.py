@@ -393,18 +393,12 @@ def build(rawroot, outdir):
                       "the server's veth hands its input to, so its drops are losses in the "
                       "network for the sender; the capture on the client's end, before the "
                       "bottleneck; RTTs are the veth's microseconds plus the queue's wait"),
-             "", "client sysctls: " + "  ".join(
-                 f"{k.rsplit('.', 1)[-1]}={'absent' if v is None else v}" for k, v in
-                 t.sysctls_json(sysctls, SYSCTLS).items()) + f"  HZ={hz}", ""]
+             "", tw.sysctls_line(sysctls, SYSCTLS, hz), ""]
     for r, (_, title) in zip(runs, PARTS):
         lines += part_lines(r, title, params) + [""]
         lines += pkt.capture_notes(r["capture"], f"raw/{NAME}/{r['part']}-capture.txt")
     byname = {r["part"]: r for r in runs}
-    total = {k: sum(r["crosscheck"][k] or 0 for r in runs) for k in ("capture", "TcpRetransSegs")}
-    seen = [r["crosscheck"]["tcpevents"] for r in runs]
-    lines += [f"cross-check, all parts: retransmissions tcpevents "
-              f"{'-' if None in seen else sum(seen)}, capture {total['capture']}, client "
-              f"TcpRetransSegs {total['TcpRetransSegs']:+d}", ""]
+    lines += tw.crosscheck_lines(runs, "all")
     # the ladder: the handshake and the first two round trips of part cubic
     cub = byname["cubic"]
     n_first = sum(rd["segments"] for rd in cub["rounds"][:2])
@@ -414,11 +408,8 @@ def build(rawroot, outdir):
         + pkt.ladder_rows(cut, cub["segs"][0]["t_ns"])
     lines += ["ladder (part cubic, the client's end of the veth; t_ms from its SYN):"]
     lines += pkt.ladder_text(rows, client=tw.CLIENT_COL, server=tw.SERVER_COL)
-    obj = {"experiment": NAME, "kernel": kernel, "collected_at": t.collected_at(rawdir),
-           "load_average": None, "result": "ok", "errno": None, "elapsed_s": None,
-           "counters": None, "hz": hz, "params": dict(params), "knobs": t.read_knobs(rawdir),
-           "sysctls": t.sysctls_json(sysctls, SYSCTLS),
-           "parts": {r["part"]: part_json(r) for r in runs}, "ladder": rows}
+    obj = tw.parts_obj(NAME, kernel, rawdir, hz, params, sysctls, SYSCTLS,
+                       {r["part"]: part_json(r) for r in runs}, rows)
     more = [("tseq_svg", f"{NAME}-tseq.svg", "time-sequence",
              lambda path: tcplab_tseq.write_tmp(
                  path, [(f"part {r['part']}: {title}", r["segs"], set(),

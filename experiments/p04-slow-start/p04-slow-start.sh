@@ -19,14 +19,10 @@
 . "$(dirname "$0")/../lib/collect.sh"
 
 # the knobs (experiments/units): checked here too, for a run without run.sh
-RATE=${TL_KNOB_RATE:-20}
-QUEUE=${TL_KNOB_QUEUE:-64}
-KIB=${TL_KNOB_BYTES:-1024}
-IDLE_MS=${TL_KNOB_IDLE_MS:-1000}
-tl_knob rate "$RATE" 5 100
-tl_knob queue "$QUEUE" 16 1024
-tl_knob bytes "$KIB" 256 4096
-tl_knob idle_ms "$IDLE_MS" 300 5000
+tl_knob_set RATE rate "${TL_KNOB_RATE:-20}" 5 100
+tl_knob_set QUEUE queue "${TL_KNOB_QUEUE:-64}" 16 1024
+tl_knob_set KIB bytes "${TL_KNOB_BYTES:-1024}" 256 4096
+tl_knob_set IDLE_MS idle_ms "${TL_KNOB_IDLE_MS:-1000}" 300 5000
 
 tl_wire_init "$1"
 BYTES=$((KIB * 1024))
@@ -78,9 +74,7 @@ part() {
 		"$TL_BIN/stream_recv" -a "$TL_SERVER_ADDR" -p "$_port"
 	_recv=$TL_LAST
 	tl_wait_line "$_recv" "$RAW/$_p-recv.txt" '^ready ' 5
-	tl_events_start "$_p" "$_port"
-	tl_both_counters_before "$_p-"
-	tl_capture "$_p-capture" "$TL_CLIENT_IF" "$_port"
+	tl_part_begin "$_p" "$_port"
 	if [ -n "$_idle" ]; then
 		tl_log "$_p: $_cc, two sends of $HALF bytes, $_idle ms idle between;" \
 			"tcp_slow_start_after_idle=$_ssai"

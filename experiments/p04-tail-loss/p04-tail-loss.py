@@ -128,17 +128,7 @@ def one_part(rawdir, name, params, hz, rto_min_us):
            "srtt_tcp_probe_us": srtt_ev, "checks": checks, "counters": cc, "server_counters": sc,
            "capture": cap, "segs": segs, "again": again, "ev_retrans": ev_retrans,
            "backoffs": sorted({e["backoff"] for e in sw if e["backoff"]})}
-    out["crosscheck"] = {"tcpevents": None if ev_retrans is None else len(ev_retrans),
-                         "capture": len(again),
-                         "TcpRetransSegs": pkt.counter_delta(cc, "TcpRetransSegs")}
-    dis = [pkt.count_check("client segments sent again", len(again), "client TcpRetransSegs",
-                           pkt.counter_delta(cc, "TcpRetransSegs"))]
-    if ev_retrans is not None:
-        # err=-: a kernel whose tracepoint has no err argument fires it only for one that went out
-        dis.append(t.tcpevents_short("tcpevents' retransmissions (err=0 or -)",
-                                     sum(1 for e in ev_retrans if e["err"] in ("0", "-")),
-                                     "client TcpRetransSegs", pkt.counter_delta(cc, "TcpRetransSegs"),
-                                     ev.get("missed")))
+    out["crosscheck"], dis = tw.retrans_crosscheck(ev, ev_retrans, again, cc)
     dis += [f"{c['what']}: {c['measured_ms']:.3f} ms, outside {c['lo_ms']:.3f}..{c['hi_ms']:.3f}"
             for c in checks if not c["ok"]]
     out["disagree"] = [d for d in dis if d]
@@ -187,26 +177,8 @@ def part_lines(r, title, hz):
         lines.append(f"  {e['t_s'] * 1e3:10.3f}  {e['state']:<10} timer={e['timer']:<9} "
                      f"expires_ms={e['expires_ms']:<6} backoff={e['backoff']} rto_ms={e['rto_ms']}"
                      f" total_rto={e['total_rto']}")
-    ev = r["events"]
     lines += [""]
-    if "blind" in ev:
-        lines.append(f"tcpevents could not run: {ev['blind']}")
-    else:
-        lines.append(f"tcpevents (client namespace): {len(r['ev_retrans'])} retransmission(s) "
-                     f"(tcp:tcp_retransmit_skb), lost={ev['lost']}"
-                     + ("" if ev.get("missed") is None else f" missed={ev['missed']}") + ":")
-        for e in r["ev_retrans"]:
-            lines.append(f"  {ms(e['t_ns']):10.3f}  retrans err={e['err']}")
-    x = r["crosscheck"]
-    lines += [f"retransmissions: tcpevents {'-' if x['tcpevents'] is None else x['tcpevents']}, "
-              f"capture {x['capture']}, client TcpRetransSegs {t.fmt_delta(x['TcpRetransSegs'])}",
-              "", "counters (each side read in its own namespace):",
-              f"  {'counter':<28} {'client':>7} {'server':>7}"]
-    for k in COUNTERS:
-        lines.append(f"  {k:<28} {t.fmt_delta(r['counters'].get(k)):>7} "
-                     f"{t.fmt_delta(r['server_counters'].get(k)):>7}")
-    lines += ["DISAGREE: " + d for d in r["disagree"]]
-    return lines
+    return lines + tw.retrans_lines(r, ms, COUNTERS)
 
 
 def part_rows(r):
@@ -225,7 +197,6 @@ def part_rows(r):
 
 def part_json(r):
     ms = lambda ns: round((ns - r["start_ns"]) / 1e6, 3)  # noqa: E731
-    ev = r["events"]
     return {"port": int(r["port"]), "rule": r["rule"], "dropped": r["dropped"],
             "result": "ok", "errno": None, "elapsed_s": r["result"]["elapsed_s"],
             "first_us": r["result"]["first_us"], "ss": r["ss"], "srtt_tcp_probe_us": r["srtt_tcp_probe_us"],
@@ -233,10 +204,7 @@ def part_json(r):
                             "dropped": k < r["dropped"]} for k, p in enumerate(r["sends"])],
             "armed_ms": ms(r["armed_ns"]), "checks": r["checks"],
             "sockwatch": r["sockwatch"], "backoffs": r["backoffs"],
-            "tcpevents": ({"blind": ev["blind"]} if "blind" in ev else
-                          {"retrans_ms": [ms(e["t_ns"]) for e in r["ev_retrans"]],
-                           "lost": ev["lost"],
-                           **({} if ev.get("missed") is None else {"missed": ev["missed"]})}),
+            "tcpevents": tw.retrans_json(r, ms),
             "crosscheck": r["crosscheck"], "counters": r["counters"],
             "server_counters": r["server_counters"], "capture": pkt.capture_json(r["capture"]),
             **({"disagree": r["disagree"]} if r["disagree"] else {})}
@@ -256,26 +224,11 @@ def build(rawroot, outdir):
              t.header(kernel, t.collected_at(rawdir), "client and server in two network "
                       f"namespaces joined by a veth pair (MTU {wire['client']['link']['mtu']}, "
                       "one segment per packet: gso_max_segs 1); the capture on the client's end"),
-             "", "client sysctls: " + "  ".join(
-                 f"{k.rsplit('.', 1)[-1]}={'absent' if v is None else v}" for k, v in
-                 t.sysctls_json(sysctls, SYSCTLS).items()) + f"  HZ={hz}", ""]
-    rows = []
-    for r, (_, title) in zip(runs, PARTS):
-        lines += part_lines(r, title, hz) + [""]
-        lines += pkt.capture_notes(r["capture"], f"raw/{NAME}/{r['part']}-capture.txt")
-        rows += part_rows(r)
-    total = {k: sum(r["crosscheck"][k] or 0 for r in runs) for k in ("capture", "TcpRetransSegs")}
-    seen = [r["crosscheck"]["tcpevents"] for r in runs]
-    lines += [f"cross-check, both parts: retransmissions tcpevents "
-              f"{'-' if None in seen else sum(seen)}, capture {total['capture']}, client "
-              f"TcpRetransSegs {total['TcpRetransSegs']:+d}", ""]
-    lines += ["ladder (the client's end of the veth; t_ms from each part's write):"]
-    lines += pkt.ladder_text(rows, client=tw.CLIENT_COL, server=tw.SERVER_COL)
-    obj = {"experiment": NAME, "kernel": kernel, "collected_at": t.collected_at(rawdir),
-           "load_average": None, "result": "ok", "errno": None, "elapsed_s": None,
-           "counters": None, "hz": hz, "params": dict(params), "knobs": t.read_knobs(rawdir),
-           "sysctls": t.sysctls_json(sysctls, SYSCTLS),
-           "parts": {r["part"]: part_json(r) for r in runs}, "ladder": rows}
+             "", tw.sysctls_line(sysctls, SYSCTLS, hz), ""]
+    body, rows = tw.loss_parts_lines(NAME, runs, PARTS, lambda r, title: part_lines(r, title, hz), part_rows)
+    lines += body
+    obj = tw.parts_obj(NAME, kernel, rawdir, hz, params, sysctls, SYSCTLS,
+                       {r["part"]: part_json(r) for r in runs}, rows)
     # the tail's transmissions: all but the last dropped by nft (red), the last arrived (green)
     panels = [(f"part {r['part']}: {title}", r["segs"],
                {id(p) for p in r["sends"][:r["dropped"]]}, {id(r["sends"][-1])})

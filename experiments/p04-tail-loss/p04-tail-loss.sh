@@ -18,10 +18,8 @@
 . "$(dirname "$0")/../lib/collect.sh"
 
 # the knobs (experiments/units): checked here too, for a run without run.sh
-FLIGHT=${TL_KNOB_FLIGHT:-4}
-DROPS=${TL_KNOB_DROPS:-3}
-tl_knob flight "$FLIGHT" 1 8
-tl_knob drops "$DROPS" 2 4
+tl_knob_set FLIGHT flight "${TL_KNOB_FLIGHT:-4}" 1 8
+tl_knob_set DROPS drops "${TL_KNOB_DROPS:-3}" 2 4
 
 tl_wire_init "$1"
 PORT_TLP=21110 PORT_RTO=21111
@@ -62,13 +60,9 @@ echo "flight=$FLIGHT mss=$MSS tail=$TAIL request=$REQ reply=$REPLY tail_iplen=$T
 part() {
 	_p=$1 _port=$2 _drops=$3
 	tl_fault server in "drop-first:$_drops" tcp dport "$_port" ip length "$TAIL_IPLEN"
-	tl_bg "$RAW/$_p-server.txt" nsenter --net="/run/netns/$TL_NS_SERVER" \
-		"$TL_BIN/rr_server" -a "$TL_SERVER_ADDR" -p "$_port" -R "$REPLY"
+	tl_srv_rr "$_p" "$_port" "$REPLY"
 	_srv=$TL_LAST
-	tl_wait_line "$_srv" "$RAW/$_p-server.txt" '^ready ' 5
-	tl_events_start "$_p" "$_port"
-	tl_both_counters_before "$_p-"
-	tl_capture "$_p-capture" "$TL_CLIENT_IF" "$_port"
+	tl_part_begin "$_p" "$_port"
 	tl_watch "$RAW/$_p-sockwatch.txt" -4 -s estab -s fin-wait-1 -s fin-wait-2 -s time-wait \
 		-p "$_port" -c unacked,backoff
 	_sw=$TL_WATCH
@@ -84,17 +78,7 @@ part() {
 	tl_not_interrupted "$RAW/$_p-client.txt"
 	# the close: the client's FIN carries the ACK of the last reply; its TIME-WAIT says both
 	# FINs were exchanged, so nothing is left in flight when the counters are read
-	tl_stop "$_cli"
-	tl_wait_line "$_srv" "$RAW/$_p-server.txt" '^conn ' 5
-	tl_wait_line "$_sw" "$RAW/$_p-sockwatch.txt" ' state=TIME-WAIT ' 5
-	tl_both_counters_after "$_p-" "$KEEP" "$KEEP_S"
-	tl_uncapture
-	tl_unwatch stop
-	[ -z "$EV" ] || tl_stop "$EV"
-	tl_stop "$_srv"
-	tl_in server nft list ruleset > "$RAW/$_p-nft-server.txt" || tl_die "nft list ruleset failed"
-	tl_fault_clear server
-	tl_log "$_p: $(grep '^result ' "$RAW/$_p-client.txt")"
+	tl_rr_part_end "$_p" "$_cli" "$_srv" "$_sw" "$KEEP" "$KEEP_S"
 }
 
 part tlp "$PORT_TLP" 1

@@ -19,8 +19,7 @@ TL_GUEST_WATCH_US=10000
 
 # the knob (experiments/units): checked here too, for a run without run.sh.  At its default the
 # unit leaves the namespace's tcp_fin_timeout as the kernel made it (60 s: what it always did)
-FIN_KNOB=${TL_KNOB_FIN_TIMEOUT:-60}
-tl_knob fin_timeout "$FIN_KNOB" 4 60
+tl_knob_set FIN_KNOB fin_timeout "${TL_KNOB_FIN_TIMEOUT:-60}" 4 60
 
 tl_close_init "$1"
 ORPHAN=21060

@@ -22,10 +22,8 @@
 TL_GUEST_WATCH_US=10000
 
 # the knobs (experiments/units): checked here too, for a run without run.sh
-FIN=${TL_KNOB_FIN_TIMEOUT:-3}
-LINGER2=${TL_KNOB_LINGER2:-6}
-tl_knob fin_timeout "$FIN" 1 10
-tl_knob linger2 "$LINGER2" 1 30
+tl_knob_set FIN fin_timeout "${TL_KNOB_FIN_TIMEOUT:-3}" 1 10
+tl_knob_set LINGER2 linger2 "${TL_KNOB_LINGER2:-6}" 1 30
 
 tl_close_init "$1"
 FLOOR_RTO_MIN_MS=1000

@@ -35,10 +35,8 @@
 # the client's ip_local_port_range (even: its ends of different parity, as ip-sysctl.rst asks);
 # reuse_delay: net.ipv4.tcp_tw_reuse_delay in the client's namespace (ms), set only when it is
 # not the namespace's value already (1000, the kernel's default: nothing set, nothing recorded)
-PORTS=${TL_KNOB_PORTS:-10}
-REUSE_DELAY=${TL_KNOB_REUSE_DELAY:-1000}
-tl_knob ports "$PORTS" 4 64
-tl_knob reuse_delay "$REUSE_DELAY" 200 5000
+tl_knob_set PORTS ports "${TL_KNOB_PORTS:-10}" 4 64
+tl_knob_set REUSE_DELAY reuse_delay "${TL_KNOB_REUSE_DELAY:-1000}" 200 5000
 if [ $((PORTS % 2)) -ne 0 ]; then
 	echo "$TL_UNIT: knob ports='$PORTS': want an even number (ends of different parity)" >&2
 	exit 2

@@ -21,25 +21,7 @@ KEEP_S="TcpPassiveOpens,UdpInDatagrams,UdpOutDatagrams,UdpNoPorts"
 
 command -v dnsmasq > /dev/null || tl_skip "dnsmasq not installed (make deps: dnsmasq-base)"
 command -v tcpdump > /dev/null || tl_skip "tcpdump not installed (make deps)"
-NS=$(ip netns identify 2>/dev/null) || NS=""
-[ -n "$NS" ] || tl_skip "not in a named network namespace (ip netns identify): /etc/netns/NAME cannot apply"
-case $NS in */* | .*) tl_die "namespace name '$NS' cannot be a directory name" ;; esac
-ETC=/etc/netns/$NS
-[ ! -e "$ETC" ] || tl_die "$ETC exists already: another run's, left alone"
-
-p07_cleanup() {
-	tl_cleanup
-	rm -rf "$ETC"
-	rmdir /etc/netns 2>/dev/null
-	return 0
-}
-trap 'p07_cleanup' EXIT
-trap "p07_cleanup; exit 130
-)" INT
-trap "p07_cleanup; exit 143
-)" TERM
-
-mkdir -p "$ETC" || tl_die "cannot create $ETC"
+tl_netns_etc
 {
 	echo "nameserver $DEAD"
 	echo "nameserver $TL_SERVER_ADDR"

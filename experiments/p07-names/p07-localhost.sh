@@ -19,25 +19,7 @@ PORT_DEFAULT=21070 PORT_GAICONF=21071
 KEEP="TcpActiveOpens,TcpPassiveOpens,TcpAttemptFails,TcpOutRsts,TcpInSegs,TcpOutSegs"
 KEEP="$KEEP,TcpEstabResets,TcpInErrs"
 
-NS=$(ip netns identify 2>/dev/null) || NS=""
-[ -n "$NS" ] || tl_skip "not in a named network namespace (ip netns identify): /etc/netns/NAME cannot apply"
-case $NS in */* | .*) tl_die "namespace name '$NS' cannot be a directory name" ;; esac
-ETC=/etc/netns/$NS
-[ ! -e "$ETC" ] || tl_die "$ETC exists already: another run's, left alone"
-
-p07_cleanup() {
-	tl_cleanup
-	rm -rf "$ETC"
-	rmdir /etc/netns 2>/dev/null
-	return 0
-}
-trap 'p07_cleanup' EXIT
-trap "p07_cleanup; exit 130
-)" INT
-trap "p07_cleanup; exit 143
-)" TERM
-
-mkdir -p "$ETC" || tl_die "cannot create $ETC"
+tl_netns_etc
 printf '127.0.0.1\tlocalhost\n::1\tlocalhost\n' > "$ETC/hosts" || tl_die "cannot write $ETC/hosts"
 # nsswitch: files only, so no name ever leaves the namespace
 printf 'hosts: files\n' > "$ETC/nsswitch.conf" || tl_die "cannot write $ETC/nsswitch.conf"

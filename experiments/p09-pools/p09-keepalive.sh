@@ -10,10 +10,9 @@
 # sockwatch (its keepalive timer and probes), ss -tnoe once during the probes, both sides'
 # counters (TcpExtTCPKeepAlive).
 . "$(dirname "$0")/../lib/collect.sh"
-KA_IDLE=${TL_KNOB_KEEPIDLE:-1} KA_INTVL=${TL_KNOB_KEEPINTVL:-1} KA_CNT=${TL_KNOB_KEEPCNT:-3}
-tl_knob keepidle "$KA_IDLE" 1 3
-tl_knob keepintvl "$KA_INTVL" 1 3
-tl_knob keepcnt "$KA_CNT" 1 5
+tl_knob_set KA_IDLE keepidle "${TL_KNOB_KEEPIDLE:-1}" 1 3
+tl_knob_set KA_INTVL keepintvl "${TL_KNOB_KEEPINTVL:-1}" 1 3
+tl_knob_set KA_CNT keepcnt "${TL_KNOB_KEEPCNT:-3}" 1 5
 tl_wire_init "$1"
 PORT=21092
 REQUEST=100 REPLY=200

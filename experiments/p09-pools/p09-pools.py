@@ -196,7 +196,13 @@ def stale_lines(p):
                       if aod else "not a full socket's abort: the FIN-WAIT-2 timewait socket "
                       "answered the data (tcp_timewait_state_process(): TCP_TW_RST)")
                    + f"; client TcpEstabResets {tw.delta(c, 'TcpEstabResets'):+d}")
-    out += ["", "the client's calls (t_ms from its first connect() call):"]
+    return out + calls_lines(p, "its first connect() call", STALE_C, STALE_S)
+
+
+def calls_lines(p, since, client, server):
+    """The end of a part's text: the client's calls (t_ms from since), its packets on veth-c
+    and the deltas of the counters client and server, each side in its own namespace."""
+    out = ["", f"the client's calls (t_ms from {since}):"]
     start = p["_at"]["start_ns"]
     for t_ns, text in p["_at"]["notes"]:
         if not text.startswith("client: "):
@@ -205,7 +211,7 @@ def stale_lines(p):
     out += ["", "packets on veth-c:"] + tw.packet_lines(p)
     out += ["", "counter deltas, each side in its own namespace:"]
     out += tw.counter_lines(p["counters_client"], p["counters_server"],
-                            sorted(set(STALE_C) | set(STALE_S)))
+                            sorted(set(client) | set(server)))
     return out + [""]
 
 
@@ -316,16 +322,7 @@ def ka_lines(k):
     if k["ss"]:
         out.append("ss -tnoe during the probes: " + "; ".join(
             f"{s['local']} timer:({s['timer']})" for s in k["ss"]))
-    out += ["", "the client's calls (t_ms from connect()):"]
-    for t_ns, text in k["_at"]["notes"]:
-        if not text.startswith("client: "):
-            continue
-        out.append(f"  {pkt.ms(t_ns, k['_at']['start_ns']):>9.3f}  {text[len('client: '):]}")
-    out += ["", "packets on veth-c:"] + tw.packet_lines(k)
-    out += ["", "counter deltas, each side in its own namespace:"]
-    out += tw.counter_lines(k["counters_client"], k["counters_server"],
-                            sorted(set(KA_C) | set(KA_S)))
-    return out + [""]
+    return out + calls_lines(k, "connect()", KA_C, KA_S)
 
 
 def rows_of(name, part):
@@ -340,20 +337,8 @@ def public(part):
 
 
 def build(rawroot, outdir):
-    runs, partial = {}, {}
-    for unit, _ in UNITS:
-        d = os.path.join(rawroot, unit)
-        if t.exists(d) and t.unit_status(d) is not None:
-            partial[unit] = t.unit_status(d)
-        elif t.exists(d):
-            rd = t.unit_dir(rawroot, unit)
-            runs[unit] = stale(rd) if unit == STALE else keepalive(rd)
-    if not runs and partial:
-        unit, why = next(iter(partial.items()))
-        raise t.RawError(f"{os.path.join(rawroot, unit)}: partial output of a unit that did not "
-                         f"finish ({why})")
-    if not runs:
-        raise t.RawError(f"{rawroot}: no raw directory for {NAME}")
+    runs, partial = t.group_runs(rawroot, NAME, dict(UNITS),
+                                 lambda rd, unit: stale(rd) if unit == STALE else keepalive(rd))
     first = os.path.join(rawroot, next(iter(runs)))
     kernel = t.kernel_release(first)
     lines = [f"{NAME}: a kept connection reused after an idle time",

@@ -16,8 +16,8 @@
 # Each part has its capture (the client's end of the veth), both sides' sockwatch (each in its
 # own namespace) and both sides' counters; ss -tnoe records the CLOSE-WAIT socket once.
 . "$(dirname "$0")/../lib/collect.sh"
-IDLE_MS=${TL_KNOB_IDLE_MS:-200}	# the server's idle timeout (the knob idle_ms)
-tl_knob idle_ms "$IDLE_MS" 50 5000
+# the server's idle timeout (the knob idle_ms)
+tl_knob_set IDLE_MS idle_ms "${TL_KNOB_IDLE_MS:-200}" 50 5000
 tl_wire_init "$1"
 PORT_REUSE=21090 PORT_CHECK=21091 PORT_FINLOST=21093
 REQUEST=100 REPLY=200

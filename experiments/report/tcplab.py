@@ -1119,6 +1119,27 @@ def read_units(path=None):
     return units
 
 
+def group_runs(rawroot, name, units, read):
+    """The runs of the report name over several units (units: their names, in order):
+    read(raw/<unit>/, unit) for each unit that ran to its end; a failed or timed-out unit's
+    status (unit_status) kept in partial, to be said, never reported; no run at all is refused,
+    with the first partial unit's status, or as no raw directory → (runs, partial) dicts."""
+    runs, partial = {}, {}
+    for unit in units:
+        d = os.path.join(rawroot, unit)
+        if exists(d) and unit_status(d) is not None:
+            partial[unit] = unit_status(d)
+        elif exists(d):
+            runs[unit] = read(unit_dir(rawroot, unit), unit)
+    if not runs and partial:
+        unit, why = next(iter(partial.items()))
+        raise RawError(f"{os.path.join(rawroot, unit)}: partial output of a unit that did not "
+                       f"finish ({why})")
+    if not runs:
+        raise RawError(f"{rawroot}: no raw directory for {name}")
+    return runs, partial
+
+
 def unit_status(rawdir):
     """Why a unit's raw directory is partial ("failed: …" / "timed out after N s", the first
     line of its status.txt, written by run.sh), or None for a unit that ran to its end."""

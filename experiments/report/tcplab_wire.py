@@ -4,7 +4,9 @@ of raw/<unit>/wire.txt (tl_wire_record: each side's link, qdiscs and nft rules w
 counters), of the machine probe's link lines of both sides, of both sides' counter deltas
 (collect.sh's tl_both_counters_*), of `ss -tin`; one client's connect() read with its capture,
 its sockwatch events and both sides' counters (read_part), the packets and the counters as
-tables, and the one way a wire report writes its outputs with its ladder (write_with_ladder).
+tables, and the one way a wire report writes its outputs with its ladder (write_with_ladder);
+for the p04 wire reports, their parts' retransmission cross-checks, tcpevents lines and json,
+their sysctls line, their cross-check sum and their .json's frame.
 The capture is parsed by tcplab_pkt.read_capture only.  Standard library only."""
 import os
 import re
@@ -349,6 +351,102 @@ def ladder_lines(rows):
     own in its body (the columns CLIENT_COL and SERVER_COL)."""
     return (["ladder (t_ms from each connect(); the svg beside this file):"] +
             pkt.ladder_text(rows))
+
+
+def retrans_crosscheck(ev, ev_retrans, again, cc):
+    """A p04 loss part's retransmissions counted three ways: ev_retrans, tcpevents' retrans
+    events (None where it could not run: ev["blind"]); again, the capture's segments sent again;
+    the client's TcpRetransSegs (cc) → (part["crosscheck"], the disagreements, falsy where none)."""
+    crosscheck = {"tcpevents": None if ev_retrans is None else len(ev_retrans),
+                  "capture": len(again),
+                  "TcpRetransSegs": pkt.counter_delta(cc, "TcpRetransSegs")}
+    dis = [pkt.count_check("client segments sent again", len(again), "client TcpRetransSegs",
+                           pkt.counter_delta(cc, "TcpRetransSegs"))]
+    if ev_retrans is not None:
+        # err=-: a kernel whose tracepoint has no err argument fires it only for one that went out
+        dis.append(t.tcpevents_short("tcpevents' retransmissions (err=0 or -)",
+                                     sum(1 for e in ev_retrans if e["err"] in ("0", "-")),
+                                     "client TcpRetransSegs", pkt.counter_delta(cc, "TcpRetransSegs"),
+                                     ev.get("missed")))
+    return crosscheck, dis
+
+
+def retrans_lines(r, ms, names, optional=(), server_names=()):
+    """A p04 loss part's tcpevents retransmissions (ms: a time's t_ms in the part), its
+    retransmission cross-check, its counter table (names; then those of optional the client
+    read, '-' on the server's side; then server_names) and its disagreements."""
+    ev = r["events"]
+    if "blind" in ev:
+        lines = [f"tcpevents could not run: {ev['blind']}"]
+    else:
+        lines = [f"tcpevents (client namespace): {len(r['ev_retrans'])} retransmission(s) "
+                 f"(tcp:tcp_retransmit_skb), lost={ev['lost']}"
+                 + ("" if ev.get("missed") is None else f" missed={ev['missed']}") + ":"]
+        for e in r["ev_retrans"]:
+            lines.append(f"  {ms(e['t_ns']):10.3f}  retrans err={e['err']}")
+    x = r["crosscheck"]
+    lines += [f"retransmissions: tcpevents {'-' if x['tcpevents'] is None else x['tcpevents']}, "
+              f"capture {x['capture']}, client TcpRetransSegs {t.fmt_delta(x['TcpRetransSegs'])}",
+              "", "counters (each side read in its own namespace):",
+              f"  {'counter':<28} {'client':>7} {'server':>7}"]
+    extra = tuple(k for k in optional if r["counters"].get(k) is not None)
+    srv = r["server_counters"]      # an optional counter is read on the client only
+    for k in tuple(names) + extra + tuple(server_names):
+        lines.append(f"  {k:<28} {t.fmt_delta(r['counters'].get(k)):>7} "
+                     f"{t.fmt_delta(srv.get(k)) if k in srv or k not in extra else '-':>7}")
+    return lines + ["DISAGREE: " + d for d in r["disagree"]]
+
+
+def loss_parts_lines(name, runs, parts, lines_of, rows_of):
+    """The body of a p04 loss report (p04-mid-loss, p04-tail-loss): each part's lines
+    (lines_of(r, title)) and capture notes, the cross-check of both parts, and the ladder of
+    all parts (rows_of(r): a part's ladder rows, t_ms from its write) → (lines, rows)."""
+    lines, rows = [], []
+    for r, (_, title) in zip(runs, parts):
+        lines += lines_of(r, title) + [""]
+        lines += pkt.capture_notes(r["capture"], f"raw/{name}/{r['part']}-capture.txt")
+        rows += rows_of(r)
+    lines += crosscheck_lines(runs, "both")
+    lines += ["ladder (the client's end of the veth; t_ms from each part's write):"]
+    lines += pkt.ladder_text(rows, client=CLIENT_COL, server=SERVER_COL)
+    return lines, rows
+
+
+def retrans_json(r, ms):
+    """A p04 loss part's tcpevents in its .json: why it could not run, or its retransmissions'
+    t_ms (ms), its lost count and its missed one where it has one."""
+    ev = r["events"]
+    return ({"blind": ev["blind"]} if "blind" in ev else
+            {"retrans_ms": [ms(e["t_ns"]) for e in r["ev_retrans"]],
+             "lost": ev["lost"],
+             **({} if ev.get("missed") is None else {"missed": ev["missed"]})})
+
+
+def sysctls_line(sysctls, names, hz):
+    """A p04 wire report's line of the client's sysctls (names, by their last part; 'absent'
+    where the kernel has none) and HZ."""
+    return "client sysctls: " + "  ".join(
+        f"{k.rsplit('.', 1)[-1]}={'absent' if v is None else v}" for k, v in
+        t.sysctls_json(sysctls, names).items()) + f"  HZ={hz}"
+
+
+def crosscheck_lines(runs, which):
+    """A p04 wire report's sum of its parts' retransmission cross-checks (r["crosscheck"]:
+    tcpevents, None where it saw nothing, capture, TcpRetransSegs); which: "both", "all"."""
+    total = {k: sum(r["crosscheck"][k] or 0 for r in runs) for k in ("capture", "TcpRetransSegs")}
+    seen = [r["crosscheck"]["tcpevents"] for r in runs]
+    return [f"cross-check, {which} parts: retransmissions tcpevents "
+            f"{'-' if None in seen else sum(seen)}, capture {total['capture']}, client "
+            f"TcpRetransSegs {total['TcpRetransSegs']:+d}", ""]
+
+
+def parts_obj(name, kernel, rawdir, hz, params, sysctls, names, parts, rows, **more):
+    """A p04 wire report's .json: the unit's facts, its params, knobs and the client's sysctls
+    (names), more (after the sysctls), its parts and the ladder rows."""
+    return {"experiment": name, "kernel": kernel, "collected_at": t.collected_at(rawdir),
+            "load_average": None, "result": "ok", "errno": None, "elapsed_s": None,
+            "counters": None, "hz": hz, "params": dict(params), "knobs": t.read_knobs(rawdir),
+            "sysctls": t.sysctls_json(sysctls, names), **more, "parts": parts, "ladder": rows}
 
 
 def write_with_ladder(outdir, name, lines, obj, rows, client=CLIENT_COL, server=SERVER_COL,
