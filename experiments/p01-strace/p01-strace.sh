@@ -7,10 +7,8 @@
 . "$(dirname "$0")/../lib/collect.sh"
 
 # the knobs: checked here too, for a run without run.sh
-BACKLOG=${TL_KNOB_BACKLOG:-8}
-TIMEOUT_MS=${TL_KNOB_TIMEOUT_MS:-2000}
-tl_knob backlog "$BACKLOG" 1 128
-tl_knob timeout_ms "$TIMEOUT_MS" 100 10000
+tl_knob_set BACKLOG backlog "${TL_KNOB_BACKLOG:-8}" 1 128
+tl_knob_set TIMEOUT_MS timeout_ms "${TL_KNOB_TIMEOUT_MS:-2000}" 100 10000
 
 tl_init "$1"
 "$TL_BIN/machine" > "$RAW/machine.txt" || tl_die "machine failed"
