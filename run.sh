@@ -652,7 +652,8 @@ unit_log_start() {
 }
 
 # unit_log_end UNIT: tee ends at the fifo's end of file, once every writer is gone (the unit is
-# reaped and its leftovers killed by now); polled for 2.5 s, then killed.
+# reaped and its leftovers killed by now); polled for 2.5 s, then killed with SIGKILL: a stopped
+# tee (SIGSTOP, Ctrl-Z to its group) holds a SIGTERM pending, and the wait would never end.
 unit_log_end() {
 	local pid=${LOG_PID[$1]:-}
 	[ -n "$pid" ] || return 0
@@ -660,7 +661,7 @@ unit_log_end() {
 		kill -0 "$pid" 2> /dev/null || break
 		sleep 0.05
 	done
-	kill "$pid" 2> /dev/null || true
+	kill -KILL "$pid" 2> /dev/null || true
 	wait "$pid" 2> /dev/null || true
 	unset "LOG_PID[$1]"
 	rm -f "$TMPDIR_RUN/log/$1.fifo"

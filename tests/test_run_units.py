@@ -64,6 +64,15 @@ def tagged(tag, comm=None):
     return found
 
 
+def parent_of(pid):
+    """PPid of /proc/PID/status, or None once the process is gone."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            return next(int(line.split()[1]) for line in f if line.startswith("PPid:"))
+    except (OSError, StopIteration, ValueError):
+        return None
+
+
 def wait_for(pred, timeout, what):
     """Poll pred() until it returns something true; fail after timeout seconds."""
     deadline = time.monotonic() + timeout
@@ -101,7 +110,9 @@ class Run:
                                      f"in the unit:\n{self.stderr()[-3000:]}")
             if after and not tagged(self.tag, after):
                 return None
-            pids = tagged(self.tag, comm)
+            # not run.sh's own children: its copier of a unit's stderr is a tee too, and the
+            # unit's tee is what the callers mean
+            pids = [p for p in tagged(self.tag, comm) if parent_of(p) != self.p.pid]
             return pids[0] if pids else None
         try:
             return wait_for(find, timeout, f"{comm} in the unit")
@@ -345,6 +356,23 @@ def test_a_stopped_process_times_the_unit_out(tmp_path, bindir, unit, comm, afte
     assert (raw / "status.txt").read_text() == f"timed out after {limit} s\n"
     assert (raw / "machine.txt").is_file()  # the partial output is kept
     assert tagged(run.tag) == []             # the whole tree is gone, the stopped one too
+
+
+@pytest.mark.netns
+def test_a_stopped_stderr_copier_does_not_hang_the_run(tmp_path, bindir):
+    """run.sh's own tee, which copies a unit's stderr to the person and to the log, stopped by
+    SIGSTOP: the unit still ends, and run.sh, after its 2.5 s for the copier's end of file,
+    kills it with SIGKILL (a SIGTERM would stay pending on the stopped tee, and run.sh's wait
+    for it would never end: the hang this test found)."""
+    out = tmp_path / "out"
+    run = Run(["--out", str(out), "p01-machine"], timeout=60)
+    copier = wait_for(lambda: next((p for p in tagged(run.tag, "tee")
+                                    if parent_of(p) == run.p.pid), None), 30, "run.sh's tee")
+    os.kill(copier, signal.SIGSTOP)
+    rc, err = run.finish()
+    assert rc == 0, err[-2000:]
+    assert (out / "p01-machine.json").is_file()
+    assert tagged(run.tag) == []
 
 
 # ---- p01-strace ends after its own error; programs must be real executables ---------------------
