@@ -16,7 +16,7 @@ import pytest
 from conftest import TOP, tiered
 
 OUT = os.path.join(TOP, "outputs")
-K618, K61, K612 = "6.18.44-fc-v1045", "6.1.0-57-cloud-amd64", "6.12.117+deb12-cloud-amd64"
+K618, K61, K612 = "6.18.44-fc-v1045", "6.1.0-57-cloud-amd64", "6.12.118+deb12-cloud-amd64"
 WIRE = "6.18.44-fc-v1045"     # the reference run of the wire units
 
 # (report, kernel, units the report reads, [(unit, file, key or None, flags)])

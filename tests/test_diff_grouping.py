@@ -249,7 +249,7 @@ def test_committed_guests_synretry_in_three_lines_a_run():
     """The committed 6.1 and 6.12 references: p01-synretry's linear-backoff difference (the
     top run and the default one) in at most 3 lines each, the sysctl printed once, by
     p01-machine; no counter line outside the folded ones."""
-    a, b = real("6.1.0-57-cloud-amd64"), real("6.12.117+deb12-cloud-amd64")
+    a, b = real("6.1.0-57-cloud-amd64"), real("6.12.118+deb12-cloud-amd64")
     r = subprocess.run(["/usr/bin/python3", DIFF, a, b], capture_output=True, text=True)
     assert r.returncode == 1 and r.stderr == ""
     lines = r.stdout.splitlines()

@@ -17,7 +17,7 @@ TOOL = os.path.join(TOP, "experiments", "tools", "tcplab_matrix.py")
 # The five kernels, oldest first, the host (6.18) in its place between 6.12 and 7.2: the order
 # of the matrix's columns is the order of its arguments.
 KERNELS = ["outputs/5.10.0-43-cloud-amd64", "outputs/6.1.0-57-cloud-amd64",
-           "outputs/6.12.117+deb12-cloud-amd64", "outputs/6.18.44-fc-v1045",
+           "outputs/6.12.118+deb12-cloud-amd64", "outputs/6.18.44-fc-v1045",
            "outputs/7.2.13+deb14-cloud-amd64"]
 GUEST = os.path.join(TOP, KERNELS[2])     # a 6.12 guest: raw/*/vm.txt says accel=tcg
 HOST = os.path.join(TOP, KERNELS[3])
@@ -64,7 +64,7 @@ def test_unexplained_changed_rows_are_listed():
 def test_committed_kernel_changes_are_marked_and_linked():
     m = M.build([os.path.join(TOP, k) for k in KERNELS])
     assert [c["kernel"].split("-")[0].split("+")[0] for c in m["columns"]] == \
-        ["5.10.0", "6.1.0", "6.12.117", "6.18.44", "7.2.13"]
+        ["5.10.0", "6.1.0", "6.12.118", "6.18.44", "7.2.13"]
     r = row(m, "tcp_syn_linear_timeouts")
     assert [c["text"] for c in r["cells"]] == ["absent", "absent", "4", "4", "4"]
     assert r["changed"] and r["explanation"] == \
