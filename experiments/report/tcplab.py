@@ -1087,15 +1087,15 @@ def report_script(report, exp=None):
 
 def read_units(path=None):
     """The unit table as a list of dicts in file order (numbers as int, yes/no as bool).
-    path: the table file, default $TCPLAB_EXPERIMENTS/units or experiments/units; its folder is
-    the experiments directory its reports and collect scripts are in.  Read and checked by
-    tcplab_units (experiments/runner/), as run.sh reads it: a bad table raises RawError with
-    run.sh's words, naming the file and line."""
+    path: the table file, default $TCPLAB_EXPERIMENTS/units or experiments/units.  Read and
+    checked by tcplab_units (experiments/runner/) as run.sh reads it, but for the reports and
+    collect scripts, which are not looked for (a table may be read on its own, away from its
+    experiments): a bad table raises RawError with run.sh's words, naming the file and line."""
     if path is None:
         exp = os.environ.get("TCPLAB_EXPERIMENTS") or EXPERIMENTS
         path = os.path.join(exp, "units")
     try:
-        table = tcplab_units.load(os.path.dirname(path) or ".", path)
+        table = tcplab_units.load(os.path.dirname(path) or ".", path, files=False)
     except tcplab_units.TableError as e:
         raise RawError(str(e)) from None
     units = []

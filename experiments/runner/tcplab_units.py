@@ -128,8 +128,9 @@ def _knob_line(t, line):
     t.knobs.setdefault(u, []).append(k)
 
 
-def _unit_line(t, exp, name, words):
-    """The checks of one unit's line, in run.sh's order; the first failing one's words, or None."""
+def _unit_line(t, exp, name, words, files):
+    """The checks of one unit's line, in run.sh's order; the first failing one's words, or None.
+    files: whether its report and collect script must be there too."""
     if len(words) != len(COLUMNS):
         return "want 10 columns"
     if not re.fullmatch(_UNIT, name):
@@ -146,10 +147,10 @@ def _unit_line(t, exp, name, words):
         return "netns 2 with qemu yes: the guest gives a unit one namespace, or a wire (netns wire)"
     # the report first: a unit's script is in its report's folder
     report = v["report"]
-    if report != "-" and not os.path.isfile(f"{exp}/{report}/{report}.py"):
+    if files and report != "-" and not os.path.isfile(f"{exp}/{report}/{report}.py"):
         return f"no report {exp}/{report}/{report}.py"
     script = collect_script(exp, name, report)
-    if not os.path.isfile(script):
+    if files and not os.path.isfile(script):
         return f"no collect script {script}"
     t.names.append(name)
     for c in COLUMNS[1:]:
@@ -161,9 +162,10 @@ def _unit_line(t, exp, name, words):
     return None
 
 
-def load(exp, path=None):
+def load(exp, path=None, files=True):
     """Read and check the table PATH (default EXP/units; EXP: the experiments directory, where
-    the reports and collect scripts are looked for).  A Table, or TableError."""
+    the reports and collect scripts are looked for; files=False: the table's text alone, as a
+    tool that only reads it wants, its files not looked for).  A Table, or TableError."""
     path = path if path is not None else f"{exp}/units"
     try:
         if not (os.path.isfile(path) and os.access(path, os.R_OK)):
@@ -201,7 +203,7 @@ def load(exp, path=None):
         words = [w for w in re.split(r"[ \t]+", line) if w]
         if not words or words[0].startswith("#"):
             continue
-        bad = _unit_line(t, exp, words[0], words)
+        bad = _unit_line(t, exp, words[0], words, files)
         if bad:
             raise TableError(f"{path}:{n}: {bad}")
     if not t.names:
