@@ -433,14 +433,16 @@ copy_with_libs() {
 
 # The unit table ($EXPDIR/units) is read through experiments/runner/tcplab_units.py, its one
 # parser (docs/design.md, "Layout"): unit_lookup UNIT, run for each unit as the arguments are
-# checked, keeps the unit's limit_s, collect script and netns; else the parser's status: 3 when
-# the unit has no line there, 1 for a bad table (its one line on stderr).
+# checked, keeps the unit's limit_s, collect script and netns, from its line as it is (run.sh
+# checked the table; vm.sh checks what it needs itself); else 3 when the unit has no line there
+# (or one whose limit_s is no number), 1 when the table cannot be read (said on stderr).
 declare -A UNIT_LIMIT=() UNIT_SCRIPT=() UNIT_NETNS=()
 unit_lookup() {
 	local f v
 	f=$(/usr/bin/python3 "$TOP/experiments/runner/tcplab_units.py" get "$EXPDIR" "$1" limit_s script netns) ||
 		return
 	mapfile -t v <<< "$f"
+	[[ ${v[0]} =~ ^[1-9][0-9]*$ ]] || return 3
 	UNIT_LIMIT[$1]=${v[0]} UNIT_SCRIPT[$1]=${v[1]} UNIT_NETNS[$1]=${v[2]}
 }
 

@@ -2,7 +2,7 @@
 """tcplab_units — the unit table (experiments/units): the one parser of it.
 
 run.sh (its load_units evals `tcplab_units.py shell EXPDIR`), experiments/guest/vm.sh
-(`tcplab_units.py get EXPDIR UNIT FIELD...`) and the tests and reports (tcplab.read_units(),
+(`tcplab_units.py get EXPDIR UNIT FIELD...`, the rows only) and the tests and reports (tcplab.read_units(),
 which imports this module) all read the table through here; its columns and comment lines are
 explained in the table's own header.  A bad table is one message naming the file and line (the
 words run.sh has always printed), the first bad thing found, in file order.
@@ -13,7 +13,9 @@ words run.sh has always printed), the first bad thing found, in file order.
     tcplab_units.py get EXPDIR UNIT FIELD...
         each FIELD of UNIT on a line of its own: a column of the table (unit, report, set,
         quick, alone, expect_s, limit_s, root, netns, qemu) or script (its collect script);
-        exit 3 and nothing printed when UNIT has no line, exit 1 and the message for a bad table
+        exit 3 and nothing printed when UNIT has no line of ten columns; the table is not
+        checked (rows() below): vm.sh, started by run.sh, which checked it, makes its own
+        checks and its own refusals (a netns it cannot give, a script not there)
 
 Standard library only; run by Debian's /usr/bin/python3.
 """
@@ -162,6 +164,11 @@ def _unit_line(t, exp, name, words, files):
     return None
 
 
+def _words(line):
+    """A line's columns as bash's `read -r a b ...` splits them: blanks and tabs only."""
+    return [w for w in re.split(r"[ \t]+", line) if w]
+
+
 def load(exp, path=None, files=True):
     """Read and check the table PATH (default EXP/units; EXP: the experiments directory, where
     the reports and collect scripts are looked for; files=False: the table's text alone, as a
@@ -199,8 +206,7 @@ def load(exp, path=None, files=True):
             except TableError as e:
                 raise TableError(f"{path}:{n}: {e}") from None
             continue
-        # bash's `read -r a b ...`: blanks and tabs separate the columns
-        words = [w for w in re.split(r"[ \t]+", line) if w]
+        words = _words(line)
         if not words or words[0].startswith("#"):
             continue
         bad = _unit_line(t, exp, words[0], words, files)
@@ -217,6 +223,19 @@ def load(exp, path=None, files=True):
         if int(t.mtu[name]) < int(least):
             raise TableError(f"{path}: {name}: netns wire:{t.mtu[name]} is below its mtu min {least}")
     return t
+
+
+def rows(path):
+    """The table's unit lines as they are, unchecked: {unit: {column: text}}, a unit's first
+    line of ten columns (what vm.sh's awk lookups did); OSError when it cannot be read."""
+    with open(path, "rb") as f:
+        lines = f.read().decode("utf-8", "surrogateescape").split("\n")
+    out = {}
+    for line in lines:
+        words = _words(line)
+        if len(words) == len(COLUMNS) and not words[0].startswith("#") and words[0] not in out:
+            out[words[0]] = dict(zip(COLUMNS, words))
+    return out
 
 
 def _bash_array(var, values):
@@ -265,19 +284,23 @@ def main(argv):
         _write(sys.stderr, usage)
         return 2
     exp = argv[2]
+    if mode == "get":
+        try:
+            r = rows(f"{exp}/units").get(argv[3])
+        except OSError:
+            _write(sys.stderr, f"{PROG}: cannot read the unit table {exp}/units\n")
+            return 1
+        if r is None:
+            return 3
+        r["script"] = collect_script(exp, r["unit"], r["report"])
+        _write(sys.stdout, "".join(r[f] + "\n" for f in argv[4:]))
+        return 0
     try:
         t = load(exp)
     except TableError as e:
         _write(sys.stderr, f"{PROG}: {e}\n")
         return 1
-    if mode == "shell":
-        _write(sys.stdout, shell(t))
-        return 0
-    r = t.row(argv[3])
-    if r is None:
-        return 3
-    r["script"] = collect_script(exp, r["unit"], r["report"])
-    _write(sys.stdout, "".join(r[f] + "\n" for f in argv[4:]))
+    _write(sys.stdout, shell(t))
     return 0
 
 
