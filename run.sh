@@ -271,93 +271,18 @@ collect_script() {
 	if [ "$2" = - ]; then echo "$EXP/$1/$1.sh"; else echo "$EXP/$2/$1.sh"; fi
 }
 
-# col NAME VALUE REGEX WANT: unless a column was already found bad, check VALUE against REGEX.
-col() {
-	[ -n "$bad" ] || [[ $2 =~ $3 ]] || bad="$1 '$2': want $4"
-}
-
-# Read and check the table; a bad line is one message naming the file and line, exit 1.
+# Read and check the table: experiments/runner/tcplab_units.py, the table's one parser, prints
+# the bash that sets the arrays above; a bad table is its one line on stderr ("run.sh:
+# FILE:LINE: why", as die says it), exit 1.
 load_units() {
-	local n=0 line name report set quick alone expect limit root netns qemu extra bad
-	[ -f "$UNITS_FILE" ] && [ -r "$UNITS_FILE" ] || die $EXIT_FAIL "cannot read the unit table $UNITS_FILE"
-	while IFS= read -r line; do
-		n=$((n + 1))
-		# "# qemu no: UNIT: why": the reason a qemu=no unit gives for not running in a guest
-		if [[ $line =~ ^#\ qemu\ no:\ ([a-z0-9][a-z0-9-]*):\ (.+)$ ]]; then
-			U_QEMU_WHY[${BASH_REMATCH[1]}]=${BASH_REMATCH[2]}
-			continue
-		fi
-		# "# root yes: UNIT: why": why a root=yes unit cannot run as root of a user namespace
-		if [[ $line =~ ^#\ root\ yes:\ ([a-z0-9][a-z0-9-]*):\ (.+)$ ]]; then
-			U_ROOT_WHY[${BASH_REMATCH[1]}]=${BASH_REMATCH[2]}
-			continue
-		fi
-		# "# mtu min: UNIT: N: why": UNIT refuses a wire MTU below N, for the reason given
-		if [[ $line =~ ^#\ mtu\ min:\ ([a-z0-9][a-z0-9-]*):\ ([0-9]{2,5}):\ (.+)$ ]]; then
-			wire_mtu_ok "${BASH_REMATCH[2]}" ||
-				die $EXIT_FAIL "$UNITS_FILE:$n: mtu min '${BASH_REMATCH[2]}': want 68..65535 (a veth's range)"
-			U_MTU_MIN[${BASH_REMATCH[1]}]=${BASH_REMATCH[2]} U_MTU_WHY[${BASH_REMATCH[1]}]=${BASH_REMATCH[3]}
-			continue
-		fi
-		if [[ $line =~ ^#\ knob: ]]; then
-			knob_line "$line" || die $EXIT_FAIL "$UNITS_FILE:$n: $bad"
-			continue
-		fi
-		read -r name report set quick alone expect limit root netns qemu extra <<< "$line"
-		case $name in '' | '#'*) continue ;; esac
-		bad=""
-		[ -n "$qemu" ] && [ -z "$extra" ] || bad="want 10 columns"
-		col unit "$name" '^[a-z0-9][a-z0-9-]*$' "a-z, 0-9 and '-'"
-		[ -n "$bad" ] || [ -z "${U_SET[$name]:-}" ] || bad="unit '$name' listed twice"
-		col report "$report" '^(-|[a-z0-9][a-z0-9-]*)$' "a report name or '-'"
-		col set "$set" '^(default|labs|named)$' "default, labs or named"
-		col quick "$quick" '^(run|skip)$' "run or skip"
-		col alone "$alone" '^(yes|no)$' "yes or no"
-		col expect_s "$expect" '^[0-9]{1,5}$' "seconds"
-		col limit_s "$limit" '^[1-9][0-9]{0,4}$' "seconds, 1..99999"
-		col root "$root" '^(yes|no)$' "yes or no"
-		col netns "$netns" '^([12]|wire(:[0-9]+)?)$' "1, 2, wire or wire:MTU"
-		case $netns in wire:*) [ -n "$bad" ] || wire_mtu_ok "${netns#wire:}" ||
-			bad="netns '$netns': the MTU must be 68..65535 (a veth's range)" ;; esac
-		col qemu "$qemu" '^(yes|no)$' "yes or no"
-		[ -n "$bad" ] || [ "$netns:$qemu" != 2:yes ] || bad="netns 2 with qemu yes: the guest gives a unit one namespace, or a wire (netns wire)"
-		# the report first: a unit's script is in its report's folder
-		[ -n "$bad" ] || [ "$report" = - ] || [ -f "$EXP/$report/$report.py" ] || bad="no report $EXP/$report/$report.py"
-		[ -n "$bad" ] || [ -f "$(collect_script "$name" "$report")" ] || bad="no collect script $(collect_script "$name" "$report")"
-		[ -z "$bad" ] || die $EXIT_FAIL "$UNITS_FILE:$n: $bad"
-		UNIT_NAMES+=("$name")
-		U_REPORT[$name]=$report U_SET[$name]=$set U_QUICK[$name]=$quick U_ALONE[$name]=$alone
-		U_EXPECT[$name]=$expect U_LIMIT[$name]=$limit U_ROOT[$name]=$root U_NETNS[$name]=$netns
-		U_QEMU[$name]=$qemu
-		case $netns in wire) U_MTU[$name]=$WIRE_MTU_DEFAULT ;; wire:*) U_MTU[$name]=${netns#wire:} ;; esac
-	done < "$UNITS_FILE"
-	[ ${#UNIT_NAMES[@]} -gt 0 ] || die $EXIT_FAIL "$UNITS_FILE lists no unit"
-	for name in "${!U_KNOBS[@]}"; do
-		[ -n "${U_SET[$name]:-}" ] || die $EXIT_FAIL "$UNITS_FILE: a knob for '$name', which is no unit"
-	done
-	for name in "${!U_MTU_MIN[@]}"; do
-		[ -n "${U_MTU[$name]:-}" ] ||
-			die $EXIT_FAIL "$UNITS_FILE: mtu min for '$name', which is no wire unit (netns wire)"
-		[ "${U_MTU[$name]}" -ge "${U_MTU_MIN[$name]}" ] ||
-			die $EXIT_FAIL "$UNITS_FILE: $name: netns wire:${U_MTU[$name]} is below its mtu min ${U_MTU_MIN[$name]}"
-	done
-}
-
-# knob_line LINE: one "# knob:" line of the table into U_KNOBS and K_*; else false, with bad
-# saying why.  RANGE is MIN..MAX (whole numbers) or words separated by '|'; DEFAULT must be in it;
-# "env VAR: " names an older environment variable that sets the knob when --set does not.
-knob_line() {
-	local re='^# knob: ([a-z0-9][a-z0-9-]*): ([a-z][a-z0-9_]{0,30}): ([^ :]+): ([^ :]+): (env (TL_[A-Z0-9_]+): )?([^ ].*)$'
-	[[ $1 =~ $re ]] || { bad="knob: want '# knob: UNIT: NAME: DEFAULT: MIN..MAX or a|b|c: [env VAR: ]meaning'"; return 1; }
-	local u=${BASH_REMATCH[1]} k=${BASH_REMATCH[2]} def=${BASH_REMATCH[3]} range=${BASH_REMATCH[4]}
-	[[ $range =~ ^(0|[1-9][0-9]{0,8})\.\.(0|[1-9][0-9]{0,8})$ ]] && [ "${BASH_REMATCH[1]}" -le "${BASH_REMATCH[2]}" ] ||
-		[[ $range =~ ^[a-z0-9_-]+(\|[a-z0-9_-]+)+$ ]] || { bad="knob $k: range '$range': want MIN..MAX or a|b|c"; return 1; }
-	[[ $1 =~ $re ]]	# again: the range's match replaced BASH_REMATCH
-	case " ${U_KNOBS[$u]:-} " in *" $k "*) bad="knob $k of $u declared twice"; return 1 ;; esac
-	K_RANGE[$u:$k]=$range K_ENV[$u:$k]=${BASH_REMATCH[6]} K_WHAT[$u:$k]=${BASH_REMATCH[7]}
-	knob_ok "$u" "$k" "$def" || { bad="knob $k: default '$def' is not in $range"; return 1; }
-	K_DEFAULT[$u:$k]=$def
-	U_KNOBS[$u]="${U_KNOBS[$u]:-}${U_KNOBS[$u]:+ }$k"
+	local code status=0
+	code=$("$PY" "$TOP/experiments/runner/tcplab_units.py" shell "$EXP") || status=$?
+	case $status in
+	0) eval "$code" ;;
+	1) [ -z "${KTAP:-}" ] || ktap_die $EXIT_FAIL "the unit table $UNITS_FILE is bad (above)"
+		exit $EXIT_FAIL ;;
+	*) die $EXIT_FAIL "cannot read the unit table $UNITS_FILE: tcplab_units.py failed (status $status)" ;;
+	esac
 }
 
 # knob_ok UNIT NAME VALUE: whether VALUE is in the knob's range.

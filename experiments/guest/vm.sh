@@ -179,7 +179,10 @@ parse_args() {
 	local u netns
 	for u in "${UNITS[@]}"; do
 		[[ $u =~ ^[A-Za-z0-9][A-Za-z0-9._-]*$ ]] || fail 2 "unit name '$u' is not a plain name"
-		[ -n "$(unit_limit "$u")" ] || fail 2 "$u: no line in $EXPDIR/units"
+		unit_lookup "$u" || case $? in
+			3) fail 2 "$u: no line in $EXPDIR/units" ;;
+			*) fail 2 "cannot read the unit table $EXPDIR/units (above)" ;;
+			esac
 		[ -f "$(unit_script "$u")" ] || fail 2 "no $(unit_script "$u")"
 		netns=$(unit_netns "$u")
 		case $netns in
@@ -428,22 +431,35 @@ copy_with_libs() {
 	done < <(ldd "$@" 2>/dev/null | awk '$2 == "=>" && $3 ~ /^\// { print $3 } $1 ~ /^\// && $1 !~ /:$/ { print $1 }' | sort -u)
 }
 
-# A unit's limit_s, the 7th column of its line in the unit table ($EXPDIR/units); empty when the
-# unit has no line there.
+# The unit table ($EXPDIR/units) is read through experiments/runner/tcplab_units.py, its one
+# parser (docs/design.md, "Layout"): unit_lookup UNIT, run for each unit as the arguments are
+# checked, keeps the unit's limit_s, collect script and netns, from its line as it is (run.sh
+# checked the table; vm.sh checks what it needs itself); else 3 when the unit has no line there
+# (or one whose limit_s is no number), 1 when the table cannot be read (said on stderr).
+declare -A UNIT_LIMIT=() UNIT_SCRIPT=() UNIT_NETNS=()
+unit_lookup() {
+	local f v
+	f=$(/usr/bin/python3 "$TOP/experiments/runner/tcplab_units.py" get "$EXPDIR" "$1" limit_s script netns) ||
+		return
+	mapfile -t v <<< "$f"
+	[[ ${v[0]} =~ ^[1-9][0-9]*$ ]] || return 3
+	UNIT_LIMIT[$1]=${v[0]} UNIT_SCRIPT[$1]=${v[1]} UNIT_NETNS[$1]=${v[2]}
+}
+
+# A unit's limit_s; empty when the unit has no line in the unit table.
 unit_limit() {
-	awk -v u="$1" '$1 == u && $7 ~ /^[1-9][0-9]*$/ { print $7; exit }' "$EXPDIR/units" 2>/dev/null
+	echo "${UNIT_LIMIT[$1]:-}"
 }
 
-# A unit's collect script, in its experiment's folder: the report's (the 2nd column), or the
-# unit's own when it feeds none ('-'), as run.sh finds it (docs/design.md, "Layout").
+# A unit's collect script, in its experiment's folder: the report's, or the unit's own when it
+# feeds none ('-'), as run.sh finds it (docs/design.md, "Layout").
 unit_script() {
-	awk -v u="$1" -v e="$EXPDIR" '$1 == u { print e "/" ($2 == "-" ? u : $2) "/" u ".sh"; exit }' \
-		"$EXPDIR/units" 2>/dev/null
+	echo "${UNIT_SCRIPT[$1]:-}"
 }
 
-# A unit's netns, the 9th column of its line in the unit table: 1, 2, wire or wire:MTU.
+# A unit's netns: 1, 2, wire or wire:MTU.
 unit_netns() {
-	awk -v u="$1" '$1 == u { print $9; exit }' "$EXPDIR/units" 2>/dev/null
+	echo "${UNIT_NETNS[$1]:-}"
 }
 
 # Sum of the units' bounds (limit_s in the unit table).

@@ -9,7 +9,12 @@ import re
 import shutil
 import stat
 import subprocess
+import sys
 import tempfile
+
+# experiments/runner/: tcplab_units, the unit table's one parser (docs/design.md, "Layout")
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "runner"))
+import tcplab_units  # noqa: E402
 
 SCHEMA = 2
 
@@ -1053,7 +1058,8 @@ def report_main(argv, build):
 
 
 # ---- the unit table (experiments/units), for tests and reports -------------------------------
-# run.sh reads the same file (load_units); its columns are explained in the file's header.
+# Parsed by experiments/runner/tcplab_units.py alone, for run.sh (load_units), vm.sh and
+# read_units() here; its columns are explained in the file's header.
 
 UNIT_COLUMNS = ("unit", "report", "set", "quick", "alone", "expect_s", "limit_s", "root",
                 "netns", "qemu")
@@ -1081,41 +1087,32 @@ def report_script(report, exp=None):
 
 def read_units(path=None):
     """The unit table as a list of dicts in file order (numbers as int, yes/no as bool).
-    path: the table file, default $TCPLAB_EXPERIMENTS/units or experiments/units.  A bad line
-    raises RawError naming the file and line."""
+    path: the table file, default $TCPLAB_EXPERIMENTS/units or experiments/units.  Read and
+    checked by tcplab_units (experiments/runner/) as run.sh reads it, but for the reports and
+    collect scripts, which are not looked for (a table may be read on its own, away from its
+    experiments): a bad table raises RawError with run.sh's words, naming the file and line."""
     if path is None:
         exp = os.environ.get("TCPLAB_EXPERIMENTS") or EXPERIMENTS
         path = os.path.join(exp, "units")
-    units, qemu_why = [], {}
-    for n, line in enumerate(read_lines(path), 1):
-        # "# qemu no: UNIT: why": why a qemu=no unit does not run in a --kernel guest
-        m = re.fullmatch(r"# qemu no: ([a-z0-9][a-z0-9-]*): (.+)", line.rstrip("\n"))
-        if m:
-            qemu_why[m.group(1)] = m.group(2).strip()
-            continue
-        words = line.split()
-        if not words or words[0].startswith("#"):
-            continue
-        if len(words) != len(UNIT_COLUMNS):
-            raise RawError(f"{path}:{n}: want {len(UNIT_COLUMNS)} columns, got {len(words)}")
-        u = dict(zip(UNIT_COLUMNS, words))
-        try:
-            for k in ("expect_s", "limit_s"):
-                u[k] = int(u[k])
-            # netns: 1 or 2 (a number), or "wire" / "wire:MTU" (kept as the string)
-            if not re.fullmatch(r"wire(:[0-9]{2,5})?", u["netns"]):
-                u["netns"] = int(u["netns"])
-        except ValueError as e:
-            raise RawError(f"{path}:{n}: {e}") from None
+    try:
+        table = tcplab_units.load(os.path.dirname(path) or ".", path, files=False)
+    except tcplab_units.TableError as e:
+        raise RawError(str(e)) from None
+    units = []
+    for name in table.names:
+        u = table.row(name)
+        for k in ("expect_s", "limit_s"):
+            u[k] = int(u[k])
+        # netns: 1 or 2 (a number), or "wire" / "wire:MTU" (kept as the string)
+        if u["netns"] in ("1", "2"):
+            u["netns"] = int(u["netns"])
         for k in ("alone", "root", "qemu"):
-            if u[k] not in ("yes", "no"):
-                raise RawError(f"{path}:{n}: {k} '{u[k]}': want yes or no")
             u[k] = u[k] == "yes"
         if u["report"] == "-":
             u["report"] = None
+        why = table.qemu_why.get(name)
+        u["qemu_why"] = None if u["qemu"] or why is None else why.strip()
         units.append(u)
-    for u in units:
-        u["qemu_why"] = None if u["qemu"] else qemu_why.get(u["unit"])
     return units
 
 
