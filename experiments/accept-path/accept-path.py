@@ -276,8 +276,10 @@ def verdict_lines(lat, phases):
     if w:
         lines.append(f"A sleeping accept() is woken {w['wake_median_us']:.1f} us (median) after the client"
                      f" starts connect(), {w['wake_after_connect_median_us']:+.1f} us from connect()"
-                     " returning (negative: accept() returned first, the acceptor ran before the client"
-                     " got its CPU back).")
+                     " returning (" + ("negative: accept() returned first, the acceptor ran before the"
+                                      " client got its CPU back)." if w['wake_after_connect_median_us'] < 0
+                                      else "positive: connect() returned first, then the acceptor"
+                                      " woke)."))
     if b:
         c = b["client"]
         k = b["counters"]
@@ -311,10 +313,13 @@ def build(rawroot, outdir):
     kernel = info.get("kernel")
     n = lat["any"]["pending"].get("n")
     lines = [f"{NAME}: accept() on Linux, after the .NET write-up on accepts of pending connections",
-             f"kernel {kernel}, {info.get('nproc', '?')} CPUs; one network namespace, loopback; "
+             f"kernel {kernel}, {info.get('nproc', '?')} CPU{'' if info.int('nproc', 0) == 1 else 's'};"
+             " one network namespace, loopback; "
              f"tcp_syncookies={sysctls.get('net.ipv4.tcp_syncookies')}, "
              f"tcp_abort_on_overflow={sysctls.get('net.ipv4.tcp_abort_on_overflow')}, "
-             f"tcp_syn_linear_timeouts={sysctls.get('net.ipv4.tcp_syn_linear_timeouts', 'absent')}",
+             # a sysctl this kernel does not have reads None (5.10, 6.1: no linear SYN backoff)
+             "tcp_syn_linear_timeouts="
+             f"{'absent' if sysctls.get('net.ipv4.tcp_syn_linear_timeouts') is None else sysctls['net.ipv4.tcp_syn_linear_timeouts']}",
              f"load average when collected: {t.fmt_load(load, 1)} (other work on the machine widens the tails)",
              "", "Verdict:"] + ["  " + x for x in verdict_lines(lat, phases)]
     lines += ["", f"== accept() latency, us ({n} iterations after {warmups(raw)} warm-ups; cpus: where the client"
