@@ -34,6 +34,7 @@ KEEP="$KEEP,TcpExtTCPBacklogCoalesce"	# duplicate ACKs merged while send() held 
 KEEP_S="TcpRetransSegs,TcpExtTCPSACKReorder,TcpExtTCPOFOQueue,TcpExtTCPDSACKOldSent"
 KEEP_S="$KEEP_S,TcpExtTCPSackRecovery,TcpExtTCPRenoRecovery,TcpExtTCPFastRetrans"
 KEEP_S="$KEEP_S,TcpExtTCPTimeouts,TcpOutSegs,TcpInSegs,TcpExtDelayedACKs"
+KEEP_S="$KEEP_S,TcpExtTCPBacklogCoalesce"	# segments merged while the reader held the socket
 SYSCTLS="ipv4/tcp_sack ipv4/tcp_recovery ipv4/tcp_reordering ipv4/tcp_early_retrans
 ipv4/tcp_dsack ipv4/tcp_timestamps ipv4/tcp_congestion_control ipv4/tcp_rto_min_us
 ipv4/tcp_autocorking"
