@@ -1076,8 +1076,9 @@ def experiment_dir(unit, report, exp=None):
 
 
 def collect_script(unit, report, exp=None):
-    """A unit's collect script: <its experiment's folder>/<unit>.sh."""
-    return os.path.join(experiment_dir(unit, report, exp), unit + ".sh")
+    """A unit's collect script: <its experiment's folder>/<unit>.sh (tcplab_units' rule, the
+    one run.sh's table checks use)."""
+    return tcplab_units.collect_script(exp or EXPERIMENTS, unit, report)
 
 
 def report_script(report, exp=None):
