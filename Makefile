@@ -57,7 +57,7 @@ PROBES      := $(filter-out $(BUILD)/bin/tcpevents,$(PROBES))
 endif
 PROGRAMS    := $(FIXTURES) $(PROBES)
 
-.PHONY: all test check check-rest bench sanitize deps install uninstall clean fuzz
+.PHONY: all test check check-rest bench sanitize deps deps-apt install uninstall clean fuzz
 
 all: $(PROGRAMS)
 ifneq ($(TCPEV_WHY),)
@@ -115,6 +115,12 @@ $(BUILD)/bin/capture: PROBE_LIBS := $(PCAP_LIBS)
 # tls_peer links Debian's shared OpenSSL (libssl-dev), the p08-tls units' TLS stack.
 SSL_LIBS := $(shell pkg-config --libs openssl 2>/dev/null || echo -lssl -lcrypto)
 $(BUILD)/bin/tls_peer: LDLIBS += $(SSL_LIBS)
+
+# curl_pool links Debian's shared libcurl (libcurl4-openssl-dev), p09-curl-nginx's real pool.
+CURL_CFLAGS := $(shell pkg-config --cflags libcurl 2>/dev/null)
+CURL_LIBS   := $(shell pkg-config --libs libcurl 2>/dev/null || echo -lcurl)
+$(BUILD)/fixtures/curl_pool.o: CPPFLAGS += $(CURL_CFLAGS)
+$(BUILD)/bin/curl_pool: LDLIBS += $(CURL_LIBS)
 
 # tcpevents: vmlinux.h from this kernel's BTF, the BPF object (clang -target bpf, never CFLAGS:
 # no sanitizer or host flag reaches it), its skeleton (bpftool gen skeleton, the object embedded),
@@ -202,7 +208,7 @@ $(BUILD)/bench/evfloor: $(BUILD)/tests/bench/evfloor.o $(BUILD)/libcommon.a
 bench: all $(BENCH_PROGS) $(EVFLOOR)
 	TCPLAB_BUILD=$(BUILD) TCPLAB_TCPEV_WHY='$(TCPEV_WHY)' $(PYTHON) tests/bench/bench.py $(BENCH_ARGS)
 
-DEB_PACKAGES := gcc make clang tmux libmnl-dev zlib1g-dev pkg-config python3 python3-pytest python3-pytest-xdist strace iproute2 gnuplot-nox libpcap-dev nftables tcpdump mscgen perl python3-yaml lava-common groff-base man-db bpftool libbpf-dev libssl-dev dnsmasq-base
+DEB_PACKAGES := gcc make clang tmux libmnl-dev zlib1g-dev pkg-config python3 python3-pytest python3-pytest-xdist strace iproute2 gnuplot-nox libpcap-dev nftables tcpdump mscgen perl python3-yaml lava-common groff-base man-db bpftool libbpf-dev libssl-dev dnsmasq-base libcurl4-openssl-dev nginx-light
 # $(call apt_install,TARGET,PACKAGES,APT_OPTIONS): install the Debian packages that are missing.
 define apt_install
 	@missing=""; for p in $(2); do \
@@ -214,7 +220,20 @@ define apt_install
 	else echo "make $(1): all present"; fi
 endef
 
+# nginx-light's package scripts enable nginx.service and, where the machine lets them, start it
+# on the host's port 80; tcplab starts its own nginx in a namespace (docs/design.md, "A real pool
+# and server for p09"), so a service that make deps brought in is stopped and disabled again.
 deps:
+	@dpkg-query -W -f='$${Status}' nginx-light 2>/dev/null | grep -q 'ok installed'; \
+	had_nginx=$$?; \
+	$(MAKE) -s deps-apt && \
+	if [ "$$had_nginx" != 0 ] && command -v systemctl > /dev/null && \
+	   systemctl is-enabled --quiet nginx.service 2> /dev/null; then \
+		echo "make deps: nginx-light enabled nginx.service; stopping and disabling it (tcplab runs its own nginx)"; \
+		systemctl disable --now nginx.service > /dev/null 2>&1 || true; \
+	fi
+
+deps-apt:
 	$(call apt_install,deps,$(DEB_PACKAGES),)
 
 # ---- make install / make uninstall (docs/design.md, "Installed") ----------------------------------

@@ -32,6 +32,8 @@ static int attr_cb(const struct nlattr *attr, void *data)
 	if ((type == INET_DIAG_INFO || type == INET_DIAG_SKMEMINFO) &&
 	    mnl_attr_validate(attr, MNL_TYPE_BINARY) < 0)
 		return MNL_CB_ERROR;
+	if (type == INET_DIAG_ULP_INFO && mnl_attr_validate(attr, MNL_TYPE_NESTED) < 0)
+		return MNL_CB_ERROR;
 	tb[type] = attr;
 	return MNL_CB_OK;
 }
@@ -126,6 +128,8 @@ static int data_cb(const struct nlmsghdr *nlh, void *data)
 		decode_info(tb[INET_DIAG_INFO], &s);
 	if (tb[INET_DIAG_SKMEMINFO] != NULL)
 		decode_skmem(tb[INET_DIAG_SKMEMINFO], &s);
+	if (tb[INET_DIAG_ULP_INFO] != NULL && tl_decode_ulp(tb[INET_DIAG_ULP_INFO], &s) < 0)
+		return MNL_CB_ERROR;
 	if (ctx->cb != NULL && ctx->cb(&s, ctx->data) < 0)
 		return MNL_CB_ERROR;
 	return MNL_CB_OK;

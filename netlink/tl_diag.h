@@ -19,7 +19,11 @@ enum tl_tcp_state {
 	TL_CLOSE, TL_CLOSE_WAIT, TL_LAST_ACK, TL_LISTEN, TL_CLOSING, TL_NEW_SYN_RECV,
 	TL_STATE_MAX
 };
-#define TL_STATES_ALL 0xffffffffu
+/* Every state up to TCP_NEW_SYN_RECV (bits 1..12, 0x1ffe), as ss(8) means "all" without -B.  Not
+ * bit 13, TCP_BOUND_INACTIVE (6.5+): with it the dump walks every bucket of the machine-wide
+ * bind hash table (inet_diag_dump_icsk(), bhash2), 65536 here, each request: a 1 ms sockwatch
+ * in an empty namespace cost 26 % of a core that way, 2 % without. */
+#define TL_STATES_ALL (((1u << TL_STATE_MAX) - 1) & ~1u)
 #define TL_STATE_BIT(s) (1u << (s))
 
 struct tl_diag_filter {
@@ -54,6 +58,21 @@ struct tl_skmem {
 	uint32_t rmem, rcvbuf, wmem, sndbuf, fwd, wqueued, optmem, backlog, drops;
 };
 
+/* INET_DIAG_ULP_INFO: the upper-layer protocol on a TCP socket (TCP_ULP), which the kernel sends
+ * only to a requester with CAP_NET_ADMIN (tcp_diag_get_aux; from 6.15 the name to anyone, the
+ * ULP's own nest still only with CAP_NET_ADMIN).  For "tls" the nested
+ * INET_ULP_INFO_TLS (net/tls/tls_main.c tls_get_info): the numbers are the kernel's own
+ * (TLS_1_3_VERSION 0x0304, TLS_CIPHER_AES_GCM_256 52, TLS_CONF_SW 2, ...); 0 where the kernel
+ * sent no such attribute (no version or cipher before TLS_TX or TLS_RX set the keys). */
+struct tl_ulp {
+	char name[16];		/* INET_ULP_INFO_NAME ("tls", "mptcp"); TCP_ULP_NAME_MAX is 16 */
+	int has_tls;		/* INET_ULP_INFO_TLS was there */
+	uint16_t tls_version, tls_cipher;	/* TLS_INFO_VERSION, TLS_INFO_CIPHER */
+	uint16_t tls_txconf, tls_rxconf;	/* TLS_INFO_TXCONF, TLS_INFO_RXCONF: TLS_CONF_* */
+	uint8_t tls_zc_ro_tx;	/* flag TLS_INFO_ZC_RO_TX (not in 5.10; only with TLS_CONF_HW TX) */
+	uint8_t tls_rx_no_pad;	/* flag TLS_INFO_RX_NO_PAD (not in 5.10) */
+};
+
 struct tl_sock {
 	uint8_t family;		/* AF_INET or AF_INET6 */
 	uint8_t state;		/* enum tl_tcp_state */
@@ -70,6 +89,8 @@ struct tl_sock {
 	struct tl_tcpinfo info;
 	int has_skmem;
 	struct tl_skmem skmem;
+	int has_ulp;		/* INET_DIAG_ULP_INFO was there */
+	struct tl_ulp ulp;
 };
 
 /* Called once per decoded socket; return 0 to go on, -1 (errno set) to stop the dump. */
@@ -101,6 +122,13 @@ const char *tl_state_name(int state);	/* "SYN-SENT", as ss(8) spells states */
 const char *tl_timer_name(int timer);
 /* Parse a state name (ss spelling, case-insensitive, also "all") into a mask.  0 or -1. */
 int tl_state_parse(const char *name, uint32_t *mask);
+/* TLS_CONF_* as the kernel names them: "base", "sw", "hw", "hw_record"; "none" for 0 (not sent),
+ * "unknown" for a newer one. */
+const char *tl_tls_conf_name(unsigned conf);
+/* TLS_CIPHER_* as "aes-gcm-128", "chacha20-poly1305"...; "none" for 0, "unknown" otherwise. */
+const char *tl_tls_cipher_name(unsigned cipher);
+/* TLS_INFO_VERSION 0x0303 as "1.2", 0x0304 as "1.3", 0 as "none", else "0x%04x", into buf. */
+char *tl_tls_version_name(unsigned version, char *buf, size_t len);
 /* "127.0.0.1:21010" or "[::1]:21010" into buf.  Returns buf. */
 char *tl_sock_addr(const struct tl_sock *s, int peer, char *buf, size_t len);
 

@@ -24,6 +24,9 @@ struct tl_decode_ctx {
 int tl_decode_run(const void *buf, size_t len, uint32_t seq, uint32_t portid,
 		  struct tl_decode_ctx *ctx);
 
+/* Decode INET_DIAG_ULP_INFO (a nest) into s->ulp, s->has_ulp = 1.  0, or -1 with EBADMSG. */
+int tl_decode_ulp(const struct nlattr *nest, struct tl_sock *s);
+
 /* Append the end-of-sample mark to the record file.  0 or -1. */
 int tl_record_mark(struct tl_diag *d);
 

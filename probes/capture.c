@@ -8,6 +8,7 @@
  * fixtures, through an offset read once at the start (the best of 16 tries).
  */
 #include "pr_pcap.h"
+#include "pr_run.h"
 #include "tl_cli.h"
 #include "tl_util.h"
 
@@ -522,7 +523,7 @@ int main(int argc, char **argv)
 		end_live();
 	}
 	cleanup();
-	if (fflush(stdout) == EOF || ferror(stdout))
+	if (pr_flush_stdout() < 0)
 		tl_errx(1, "stdout: write failed");
 	return 0;
 }

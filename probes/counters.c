@@ -7,6 +7,7 @@
  * (one open(), read() to the end of file), hash lookups, one write() for the whole output.
  */
 #include "pr_file.h"
+#include "pr_run.h"
 #include "pr_snmp.h"
 #include "tl_cli.h"
 #include "tl_util.h"
@@ -358,7 +359,6 @@ static int sample_loop(struct pr_snmp *prev, struct pr_snmp *now, struct buf *b)
 
 int main(int argc, char **argv)
 {
-	struct sigaction sa = { .sa_handler = on_signal };
 	struct pr_snmp now, before;
 	struct buf b = { NULL, 0, 0 };
 	int status = 1;
@@ -369,7 +369,7 @@ int main(int argc, char **argv)
 	pr_snmp_init(&before);
 	parse_args(argc, argv);
 	if (env.interval_ms) {
-		if (sigaction(SIGINT, &sa, NULL) < 0 || sigaction(SIGTERM, &sa, NULL) < 0)
+		if (pr_catch_stop(on_signal) < 0)
 			tl_err(1, "sigaction");
 		status = sample_loop(&before, &now, &b) < 0;
 		goto cleanup;

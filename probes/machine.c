@@ -164,6 +164,15 @@ static int hz_from_config_gz(long long *hz)
 	return ret;
 }
 
+/* KEY=N, or KEY=unknown when n was not found. */
+static void print_count(FILE *out, const char *key, int found, unsigned long long n)
+{
+	if (found)
+		fprintf(out, "%s=%llu\n", key, n);
+	else
+		fprintf(out, "%s=unknown\n", key);
+}
+
 /* hz= and the file it came from: /boot/config-RELEASE, else /proc/config.gz. */
 static void print_hz(FILE *out, const char *release)
 {
@@ -197,10 +206,7 @@ static void print_nproc(FILE *out)
 		 pr_one_line(list, len, 1) == 0)
 		n = pr_count_cpus(list);
 	free(list);
-	if (n > 0)
-		fprintf(out, "nproc=%ld\n", n);
-	else
-		fprintf(out, "nproc=unknown\n");
+	print_count(out, "nproc", n > 0, (unsigned long long)n);
 }
 
 /* memtotal_kb=: MemTotal of /proc/meminfo (DIR/proc/meminfo under -r), the RAM the kernel
@@ -211,14 +217,13 @@ static void print_memtotal(FILE *out)
 {
 	char full[PATH_MAX], *text = NULL;
 	size_t len;
-	unsigned long long kb;
+	unsigned long long kb = 0;
+	int found;
 
-	if (read_in("/proc/meminfo", full, VALUE_MAX, &text, &len) == 0 &&
-	    pr_meminfo_total(text, len, &kb) == 0)
-		fprintf(out, "memtotal_kb=%llu\n", kb);
-	else
-		fprintf(out, "memtotal_kb=unknown\n");
+	found = read_in("/proc/meminfo", full, VALUE_MAX, &text, &len) == 0 &&
+		pr_meminfo_total(text, len, &kb) == 0;
 	free(text);
+	print_count(out, "memtotal_kb", found, kb);
 }
 
 /* kernel=, version=, machine=: uname(2) live, DIR/proc/sys/kernel/... under -r; "unknown" for

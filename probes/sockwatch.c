@@ -13,6 +13,7 @@
  * only a timer changes: TIME-WAIT, a SYN-SENT that nothing answers.
  */
 #include "pr_file.h"
+#include "pr_run.h"
 #include "tl_diag.h"
 #include "tl_cli.h"
 #include "tl_util.h"
@@ -36,7 +37,7 @@
 /* The fields -c can add to what counts as a change: name and value. */
 static const char *const change_names[] = {
 	"rq", "wq", "snd_wnd", "rcv_wnd", "probes", "unacked", "notsent", "backoff", "rmem",
-	"wqueued", "drops",
+	"wqueued", "drops", "ulp",
 };
 #define N_CHANGE (sizeof(change_names) / sizeof(change_names[0]))
 
@@ -74,7 +75,7 @@ _Noreturn static void usage(FILE *f, int status)
 		      "  -s  state to match, as ss(8) spells it (syn-sent, listen, estab…); repeatable\n"
 		      "  -p, -P  destination / source port to match (filtered in the kernel)\n"
 		      "  -c  also print a change when one of these fields changes: rq wq snd_wnd\n"
-		      "      rcv_wnd probes unacked notsent backoff rmem wqueued drops\n"
+		      "      rcv_wnd probes unacked notsent backoff rmem wqueued drops ulp\n"
 		      "  -d  stop after this many milliseconds\n"
 		      "  -w  with -1: wait up to this many milliseconds for a match (exit 1 if none)\n"
 		      "  -r  append the raw netlink replies to RECORD_FILE\n"
@@ -108,6 +109,21 @@ static int collect(const struct tl_sock *s, void *data)
 	return 0;
 }
 
+/* INET_DIAG_ULP_INFO (only for a requester with CAP_NET_ADMIN): the ULP's name, and for "tls"
+ * the version, cipher and where each direction's records are made (TLS_CONF_* names). */
+static void print_ulp(const struct tl_ulp *u)
+{
+	char version[16];
+
+	printf(" ulp=%s", u->name[0] != '\0' ? u->name : "unknown");
+	if (!u->has_tls)
+		return;
+	printf(" tls_version=%s tls_cipher=%s tls_tx=%s tls_rx=%s tls_zc_ro_tx=%u tls_rx_no_pad=%u",
+	       tl_tls_version_name(u->tls_version, version, sizeof(version)),
+	       tl_tls_cipher_name(u->tls_cipher), tl_tls_conf_name(u->tls_txconf),
+	       tl_tls_conf_name(u->tls_rxconf), u->tls_zc_ro_tx, u->tls_rx_no_pad);
+}
+
 static void print_event(const char *event, const struct tl_sock *s)
 {
 	char local[64], peer[64];
@@ -137,9 +153,18 @@ static void print_event(const char *event, const struct tl_sock *s)
 		       " drops=%u", m->rmem, m->rcvbuf, m->wmem, m->sndbuf, m->fwd, m->wqueued,
 		       m->optmem, m->backlog, m->drops);
 	}
+	if (s->has_ulp)
+		print_ulp(&s->ulp);
 	/* last, so parsers of the older lines keep working: the one key that names the socket
 	 * for its whole life, while its address may change (port released on an abort) */
 	printf(" inode=%u cookie=%" PRIu64 "\n", s->inode, s->cookie);
+}
+
+/* "ulp" for -c: the ULP attached or gone, or a TLS direction's mode or the version changed. */
+static uint64_t ulp_value(const struct tl_sock *s)
+{
+	return (uint64_t)s->has_ulp << 48 | (uint64_t)s->ulp.tls_version << 32 |
+	       (uint64_t)s->ulp.tls_txconf << 16 | s->ulp.tls_rxconf;
 }
 
 /* The value of change_names[k] in s. */
@@ -148,7 +173,7 @@ static uint64_t change_value(const struct tl_sock *s, size_t k)
 	const uint64_t v[N_CHANGE] = {
 		s->rqueue, s->wqueue, s->info.snd_wnd, s->info.rcv_wnd, s->info.probes,
 		s->info.unacked, s->info.notsent, s->info.backoff, s->skmem.rmem, s->skmem.wqueued,
-		s->skmem.drops,
+		s->skmem.drops, ulp_value(s),
 	};
 
 	return v[k];
@@ -295,7 +320,7 @@ static void parse_args(int argc, char **argv)
 			if (badlen == 0)
 				tl_errx(TL_EXIT_USAGE, "-c: an empty field name in the list");
 			tl_errx(TL_EXIT_USAGE, "-c: '%.*s' is not a field -c knows (rq wq snd_wnd "
-					"rcv_wnd probes unacked notsent backoff rmem wqueued drops)",
+					"rcv_wnd probes unacked notsent backoff rmem wqueued drops ulp)",
 					(int)(badlen > 40 ? 40 : badlen), bad);
 		case 'p': env.flt.dport = tl_opt_port("-p", optarg); break;
 		case 'P': env.flt.sport = tl_opt_port("-P", optarg); break;
@@ -459,20 +484,19 @@ static int run_replay(void)
 
 int main(int argc, char **argv)
 {
-	struct sigaction sa = { .sa_handler = on_signal };
 	int ret;
 
 	tl_set_progname(argv[0]);
 	parse_args(argc, argv);
 	/* only the live loop ends on a signal (with its end line); a replay just dies */
-	if (!env.replay && (sigaction(SIGINT, &sa, NULL) < 0 || sigaction(SIGTERM, &sa, NULL) < 0))
+	if (!env.replay && pr_catch_stop(on_signal) < 0)
 		tl_err(1, "sigaction");
 	ret = env.replay ? run_replay() : run_live();
 	free(env.prev.s);
 	free(env.cur.s);
 	if (ret < 0)
 		return 1;
-	if (fflush(stdout) == EOF || ferror(stdout)) {
+	if (pr_flush_stdout() < 0) {
 		tl_warn("stdout");
 		return 1;
 	}

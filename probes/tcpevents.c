@@ -12,6 +12,7 @@
 #include "tl_cli.h"
 #include "tl_diag.h"
 #include "pr_file.h"
+#include "pr_run.h"
 #include "tl_util.h"
 
 #include <linux/types.h>
@@ -541,17 +542,16 @@ cleanup:
 
 int main(int argc, char **argv)
 {
-	struct sigaction sa = { .sa_handler = on_signal };
 	int ret;
 
 	tl_set_progname(argv[0]);
 	parse_args(argc, argv);
-	if (!env.replay && (sigaction(SIGINT, &sa, NULL) < 0 || sigaction(SIGTERM, &sa, NULL) < 0))
+	if (!env.replay && pr_catch_stop(on_signal) < 0)
 		tl_err(1, "sigaction");
 	ret = env.replay ? run_replay() : run_live();
 	if (ret < 0)
 		return 1;
-	if (fflush(stdout) == EOF || ferror(stdout)) {
+	if (pr_flush_stdout() < 0) {
 		tl_warn("stdout");
 		return 1;
 	}
