@@ -17,6 +17,19 @@ for _sig in 'INT 130' 'TERM 143' 'HUP 129' 'QUIT 131'; do
 )" "${_sig%% *}"
 done
 unset _sig
+# No run ends non-zero with nothing said.  A command that fails where set -e ends the run is
+# recorded (errtrace: in functions too), and the exit names it in one line unless die already
+# said why (CI: run.sh --kernel 6.12 exited 2 with an empty stderr, and nothing told where).
+RS_ERR="" RS_SAID=""
+set -o errtrace
+trap 'RS_ERR="$? ${BASH_SOURCE[0]##*/}:$LINENO: $BASH_COMMAND"' ERR
+# rs_unsaid STATUS: that line, for an exit with STATUS (this EXIT trap, then rs_cleanup's).
+rs_unsaid() {
+	[ "$1" -eq 0 ] || [ -n "$RS_SAID" ] || [ -z "$RS_ERR" ] ||
+		printf '%s: stopped (status %s): a command failed at %s (its status %s)\n' \
+			"${PROG:-run.sh}" "$1" "${RS_ERR#* }" "${RS_ERR%% *}" >&2
+}
+trap 'rs_unsaid $?' EXIT
 
 TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 PY=/usr/bin/python3
@@ -171,6 +184,7 @@ die() {
 	local status=$1
 	shift
 	echo "$PROG: $*" >&2
+	RS_SAID=1
 	[ -z "${KTAP:-}" ] || ktap_die "$status" "$*"
 	exit "$status"
 }
@@ -276,7 +290,12 @@ collect_script() {
 # FILE:LINE: why", as die says it), exit 1.
 load_units() {
 	local code status=0
-	code=$("$PY" "$TOP/experiments/runner/tcplab_units.py" shell "$EXP") || status=$?
+	# SIGINT ignored in it (Python then keeps it ignored): a Ctrl-C to the group lets it finish
+	# its few milliseconds, and run.sh's own trap ends the run, instead of a KeyboardInterrupt
+	# traceback from wherever Python was (CI's interrupt storm: SIGINT 1.09 s into a run, during
+	# `import re`; a handler set in the script still left its first line open to it); -S: no
+	# site module, the standard library is all it needs
+	code=$(trap '' INT; exec "$PY" -S "$TOP/experiments/runner/tcplab_units.py" shell "$EXP") || status=$?
 	case $status in
 	0) eval "$code" ;;
 	1) [ -z "${KTAP:-}" ] || ktap_die $EXIT_FAIL "the unit table $UNITS_FILE is bad (above)"
@@ -285,99 +304,30 @@ load_units() {
 	esac
 }
 
-# knob_ok UNIT NAME VALUE: whether VALUE is in the knob's range.
-knob_ok() {
-	local range=${K_RANGE[$1:$2]} v=$3
-	if [[ $range =~ ^[0-9]+\.\.[0-9]+$ ]]; then
-		[[ $v =~ ^(0|[1-9][0-9]{0,8})$ ]] && [ "$v" -ge "${range%..*}" ] && [ "$v" -le "${range#*..}" ]
-	else
-		case "|$range|" in *"|$v|"*) [[ $v =~ ^[a-z0-9_-]+$ ]] ;; *) false ;; esac
-	fi
-}
-
-# knob_want UNIT NAME: what a knob's value must be, for a refusal.
-knob_want() {
-	case ${K_RANGE[$1:$2]} in
-	*..*) echo "want a whole number ${K_RANGE[$1:$2]}" ;;
-	*) echo "want one of ${K_RANGE[$1:$2]//|/, }" ;;
-	esac
-}
-
-# resolve_knobs SETTING... (NAME=VALUE, from --set) for the units named in KNOB_UNITS: each
-# knob's value into K_VALUE (--set, else its env variable, else its default), or one line and
-# exit 2: a malformed setting, a name given twice, a name none of the units has, a value out of
-# its range.
+# resolve_knobs [--export] SETTING... (NAME=VALUE, from --set) for the units named in KNOB_UNITS:
+# each knob's value into K_VALUE (--set, else its env variable, else its default) and K_GIVEN,
+# by tcplab_units.py (knobs), or its one line and exit 2: a malformed setting, a name given
+# twice, a name none of the units has, a value out of its range.  --export (a --kernel guest,
+# whose units all get the environment vm.sh forwards): each unit's knobs also as one variable of
+# its own, TL_UNIT_KNOBS_<UNIT>="NAME=VALUE ...", which the guest's init exports as TL_KNOB_NAME
+# for that unit alone (p01-synack-lost's and p04-tail-loss's drops each keep their own value).
 resolve_knobs() {
-	local s k v u given=" " found
-	local -A setv=()
-	for s in "$@"; do
-		[[ $s =~ ^([a-z][a-z0-9_]*)=(.*)$ ]] ||
-			die $EXIT_USAGE "--set '${s//[![:print:]]/?}': want NAME=VALUE (./run.sh UNIT --help lists its knobs)"
-		k=${BASH_REMATCH[1]} v=${BASH_REMATCH[2]}
-		case $given in *" $k "*) die $EXIT_USAGE "--set $k given twice" ;; esac
-		given="$given$k "
-		found=""
-		for u in "${KNOB_UNITS[@]}"; do
-			case " ${U_KNOBS[$u]:-} " in *" $k "*) ;; *) continue ;; esac
-			found=1
-			knob_ok "$u" "$k" "$v" || die $EXIT_USAGE "--set $k='${v//[![:print:]]/?}': $(knob_want "$u" "$k") ($u)"
-		done
-		[ -n "$found" ] || die $EXIT_USAGE "--set $k: $(no_such_knob "$k")"
-		setv[$k]=$v
-	done
-	for u in "${KNOB_UNITS[@]}"; do
-		for k in ${U_KNOBS[$u]:-}; do
-			if [ -n "${setv[$k]+1}" ]; then
-				v=${setv[$k]} K_GIVEN[$u:$k]=1
-			elif [ -n "${K_ENV[$u:$k]}" ] && [ -n "${!K_ENV[$u:$k]:-}" ]; then
-				v=${!K_ENV[$u:$k]} K_GIVEN[$u:$k]=1
-				knob_ok "$u" "$k" "$v" ||
-					die $EXIT_USAGE "${K_ENV[$u:$k]}='${v//[![:print:]]/?}' (knob $k of $u): $(knob_want "$u" "$k")"
-			else
-				v=${K_DEFAULT[$u:$k]}
-			fi
-			K_VALUE[$u:$k]=$v
-		done
-	done
-}
-
-# no_such_knob NAME: why NAME is refused, naming the knobs the units of the run do have.
-no_such_knob() {
-	local u have=""
-	for u in "${KNOB_UNITS[@]}"; do
-		[ -z "${U_KNOBS[$u]:-}" ] || have="$have${have:+; }$u has ${U_KNOBS[$u]// /, }"
-	done
-	if [ ${#KNOB_UNITS[@]} -eq 0 ]; then
-		echo "--set needs the units named (./run.sh UNIT --set NAME=VALUE)"
-	else
-		echo "no such knob for ${KNOB_UNITS[*]} (${have:-no knobs there}; ./run.sh UNIT --help)"
-	fi
+	local code status=0 export="" s args=()
+	[ "${1:-}" != --export ] || { export=--export; shift; }
+	for s in "$@"; do args+=(--set "$s"); done
+	# SIGINT ignored, -S: as load_units
+	code=$(trap '' INT; exec "$PY" -S "$TOP/experiments/runner/tcplab_units.py" knobs "$EXP" $export "${args[@]}" -- "${KNOB_UNITS[@]}") || status=$?
+	case $status in
+	0) eval "$code" ;;
+	2) die $EXIT_USAGE "$code" ;;
+	*) die $EXIT_FAIL "cannot resolve the knobs: tcplab_units.py failed (status $status)" ;;
+	esac
 }
 
 # knob_env UNIT: the unit's knobs as env arguments (TL_KNOB_NAME=VALUE ...), one per line.
 knob_env() {
 	local k
 	for k in ${U_KNOBS[$1]:-}; do printf 'TL_KNOB_%s=%s\n' "${k^^}" "${K_VALUE[$1:$k]}"; done
-}
-
-# knob_export UNIT...: for a --kernel guest, whose units all get the environment vm.sh forwards
-# (its TL_* variables): each unit's knobs as one variable of its own, TL_UNIT_KNOBS_<UNIT> =
-# "NAME=VALUE ..." (values checked against their ranges: numbers or the table's words), which
-# the guest's init exports as TL_KNOB_NAME for that unit alone.  Two units with a knob of the same
-# name (p01-synack-lost's and p04-tail-loss's drops) each keep their own value.
-knob_export() {
-	local u k v
-	for u in "$@"; do
-		v=""
-		for k in ${U_KNOBS[$u]:-}; do v="$v${v:+ }${k^^}=${K_VALUE[$u:$k]}"; done
-		[ -z "$v" ] || export "TL_UNIT_KNOBS_$(unit_var "$u")=$v"
-	done
-}
-
-# unit_var UNIT: UNIT as a part of a variable name (p01-synack-lost: P01_SYNACK_LOST)
-unit_var() {
-	local v=${1^^}
-	echo "${v//-/_}"
 }
 
 # knob_record UNIT DIR: the knobs given to the unit (--set, or the older env variable) with their
@@ -480,6 +430,8 @@ ensure_built() {
 	command -v ip > /dev/null || missing+=(iproute2)
 	command -v strace > /dev/null || missing+=(strace)
 	pkg-config --exists libpcap 2> /dev/null || missing+=(libpcap-dev)
+	# curl_pool's libcurl (p09-curl-nginx): a clone from before it lacks it, and make would fail
+	pkg-config --exists libcurl 2> /dev/null || missing+=(libcurl4-openssl-dev)
 	runtime_missing
 	if [ ${#missing[@]} -gt 0 ]; then
 		[ "$(id -u)" -eq 0 ] && [ -z "${TCPLAB_USERNS:-}" ] ||
@@ -1084,8 +1036,7 @@ main() {
 	unset "${!TL_KNOB_@}" "${!TL_UNIT_KNOBS_@}"	# a unit sees only the knobs run.sh gives it
 	KNOB_UNITS=("${units[@]}")
 	[ ${#units[@]} -gt 0 ] || KNOB_UNITS=("${UNIT_NAMES[@]}")
-	resolve_knobs "${sets[@]}"
-	[ -z "$KERNEL" ] || [ "$KERNEL" = all ] || knob_export "${KNOB_UNITS[@]}"
+	if [ -z "$KERNEL" ] || [ "$KERNEL" = all ]; then resolve_knobs "${sets[@]}"; else resolve_knobs --export "${sets[@]}"; fi
 	local named="" named_units=("${units[@]}")
 	[ ${#units[@]} -eq 0 ] || named=1
 	[ -z "$KTAP" ] || [ "$KERNEL" != all ] ||

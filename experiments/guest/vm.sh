@@ -63,6 +63,14 @@ WIRE_MODULES=(veth nf_tables nft_numgen nft_reject_inet sch_netem)
 # bottleneck), the ingress qdisc, u32 and mirred with the ifb device (p04-slow-start hands the
 # server's input to the bottleneck), and bbr for TCP_CONGESTION (a bare initramfs autoloads none).
 WIRE_MODULES_IF_SHIPPED=(nft_counter sch_tbf sch_ingress cls_u32 act_mirred ifb tcp_bbr)
+# Kernel TLS (the p08-tls units): the tls ULP, and what its software crypto asks the crypto API
+# for by name when TLS_TX/TLS_RX set a key (crypto_alloc_aead("gcm(aes)"), "ccm(aes)",
+# "rfc7539(chacha20,poly1305)"): gcm with its depends= (aead, gf128mul, ...), ctr and
+# ghash-generic where they are modules, and chacha20poly1305.  A bare initramfs has no modprobe
+# for the kernel's request_module().  Each where the package ships it: 5.10's cloud kernel has no
+# CONFIG_TLS, and the unit then reports kernel TLS skipped with the kernel's ENOENT.  Loaded only
+# when a p08-tls unit is selected.
+TLS_MODULES_IF_SHIPPED=(tls gcm ctr ghash_generic chacha20poly1305)
 # The wire's tools, the host's own, in the guest's /bin: iproute2's ip and tc (busybox's ip cannot
 # make a veth pair or a named namespace, its tc has no netem), nft, util-linux's nsenter, and
 # dash, which runs the wire units; and iproute2's ss, which wire units use to cross-check
@@ -78,6 +86,7 @@ TIMEOUT=""
 MTU_OPT=""
 MTU_SET=""
 WIRE=""
+KTLS=""
 VERBOSE=0
 RESOLVE=""
 WORK=""
@@ -110,7 +119,12 @@ cleanup() {
 	local pid
 	trap '' INT TERM HUP QUIT
 	trap - EXIT
-	[ -n "$WORK" ] && [ -s "$WORK/qemu.pid" ] && QEMU_PID=$(cat "$WORK/qemu.pid")
+	# QEMU's pid only while run_qemu waits for it (TIMEOUT_PID set): once timeout has reaped it,
+	# the pid in qemu.pid is free, and pids wrap here every 32768 (kernel.pid_max): a SIGTERM to
+	# it could reach another process
+	QEMU_PID=""
+	[ -n "$WORK" ] && [ -n "$TIMEOUT_PID" ] && [ -s "$WORK/qemu.pid" ] &&
+		QEMU_PID=$(cat "$WORK/qemu.pid")
 	for pid in "$QEMU_PID" "$TIMEOUT_PID"; do
 		if [ -n "$pid" ]; then kill "$pid" 2>/dev/null || true; fi
 	done
@@ -190,6 +204,7 @@ parse_args() {
 		wire | wire:[1-9]*) WIRE=1 ;;
 		*) fail 2 "$u: netns '$netns' cannot run in the guest (1, wire or wire:MTU)" ;;
 		esac
+		case $u in p08-tls-*) KTLS=1 ;; esac
 	done
 }
 
@@ -509,7 +524,10 @@ build_initramfs() {
 	# /usr/bin/busybox or /bin/busybox, both /bin/busybox in the guest: usr/bin is a link to bin)
 	/bin/busybox --install -s "$DEST/bin"
 	local a f progs=()
+	# curl_pool stays out: only p09-curl-nginx runs it, a host-only unit, and the shared libraries
+	# only it needs (libcurl and what that links) are about 10 MB that every TCG boot would unpack
 	for f in "$BINDIR"/*; do
+		case ${f##*/} in curl_pool) continue ;; esac
 		if [ -f "$f" ] && [ -x "$f" ]; then progs+=("$f"); fi
 	done
 	[ ${#progs[@]} -eq 0 ] || copy_with_libs "$DEST/tcplab/bin" "${progs[@]}"
@@ -546,6 +564,11 @@ build_initramfs() {
 			module_add "$a"
 		done
 		for a in "${WIRE_MODULES_IF_SHIPPED[@]}"; do
+			[ -z "$(module_path "$a")" ] || module_add "$a"
+		done
+	fi
+	if [ -n "$KTLS" ]; then
+		for a in "${TLS_MODULES_IF_SHIPPED[@]}"; do
 			[ -z "$(module_path "$a")" ] || module_add "$a"
 		done
 	fi
@@ -686,6 +709,18 @@ meta_value() {
 	sed -n "/^tcplab-meta $1=/{s///p;q}" "$WORK/data.txt" | tr -d '\r'
 }
 
+# boot_panicked: QEMU ended by itself (not by the timeout), the guest's init never said it
+# started (no boot_s), and the console holds a kernel panic.
+boot_panicked() {
+	[ ! -f "$WORK/boot_s" ] && [ "$QEMU_RC" != 124 ] && [ "$QEMU_RC" != 137 ] &&
+		grep -q 'Kernel panic' "$WORK/console.log"
+}
+
+# panic_line: the console's "Kernel panic - ..." line, without its timestamp.
+panic_line() {
+	tr -d '\r' <"$WORK/console.log" | sed -n 's/^\[ *[0-9.]*\] *//; /Kernel panic/{p;q}'
+}
+
 # Decides STATUS and the exit code from qemu's status and the units'.
 judge() {
 	local u done_line=0
@@ -750,6 +785,10 @@ write_vm_txt() {
 		echo "wall_s=$WALL_S"
 		echo "timeout_s=$TIMEOUT"
 		echo "status=$STATUS"
+		if [ -n "${BOOT_PANICS:-}" ]; then
+			echo "boot_panics=$BOOT_PANICS"
+			echo "boot_panic_wall_s=$BOOT_PANIC_WALL_S"
+		fi
 		[ -z "${TCPLAB_SIDE_BY_SIDE:-}" ] || echo "side_by_side=$TCPLAB_SIDE_BY_SIDE"
 		for u in "${UNITS[@]}"; do
 			echo "unit.$u=${UNIT_RC[$u]}"
@@ -787,6 +826,17 @@ main() {
 	build_initramfs
 	progress "booting $RELEASE ($ACCEL, $(du -k "$WORK/initrd.gz" | cut -f1) KiB initramfs, timeout ${TIMEOUT} s): ${UNITS[*]}"
 	run_qemu
+	if boot_panicked; then
+		# A kernel panic before tcplab's init ran: nothing of the lab ran yet, and under TCG a
+		# boot has crashed so once in CI (6.12, "Fatal exception in interrupt" at 0.95 s) and
+		# then booted well.  Said, kept (vm-console-boot-panic.log), and tried once more only.
+		progress "the guest's kernel panicked while booting, before tcplab's init ran: $(panic_line)"
+		progress "booting once more (the panic's console: $RAWROOT/vm-console-boot-panic.log)"
+		tr -d '\r' <"$WORK/console.log" >"$RAWROOT/vm-console-boot-panic.log"
+		BOOT_PANICS=1 BOOT_PANIC_WALL_S=$WALL_S
+		: >"$WORK/unit-cpu"
+		run_qemu
+	fi
 	[ -s "$WORK/qemu.err" ] && progress "qemu: $(head -n 3 "$WORK/qemu.err" | tr '\n' ' ')"
 	declare -gA UNIT_RC=()
 	unpack_frames

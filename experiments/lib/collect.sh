@@ -55,20 +55,35 @@ tl_name() {
 	echo "pid $1"
 }
 
+# tl_child PID: whether PID is still a child of this shell.  dash reaps any child that ended
+# while it waits for another (wait3), so a pid in TL_PIDS may be free by now, and pids wrap
+# within minutes on a busy machine (kernel.pid_max 32768 here): a signal to it could reach
+# another run's process (CI: a vm.sh SIGKILLed, exit -9).
+tl_child() {
+	{ read -r _cs < "/proc/$1/stat"; } 2>/dev/null || return 1
+	_cs=${_cs##*) }
+	_cs=${_cs#* }
+	[ "${_cs%% *}" = "$$" ]
+}
+
 # Stop everything still running: SIGTERM (and SIGCONT, so a stopped process gets it), up to
-# 2 s for it to end, then SIGKILL; never waits on a process that cannot end.
+# 2 s for it to end, then SIGKILL; never waits on a process that cannot end, and never signals
+# a pid that is no longer this shell's child.
 tl_cleanup() {
+	_ours=""
 	for p in $TL_PIDS; do
+		tl_child "$p" || continue
+		_ours="$_ours $p"
 		kill -TERM "$p" 2>/dev/null
 		kill -CONT "$p" 2>/dev/null
 	done
 	_left=200
-	for p in $TL_PIDS; do
+	for p in $_ours; do
 		while tl_running "$p" && [ "$_left" -gt 0 ]; do
 			_left=$((_left - 1))
 			sleep 0.01
 		done
-		tl_running "$p" && kill -KILL "$p" 2>/dev/null
+		tl_running "$p" && tl_child "$p" && kill -KILL "$p" 2>/dev/null
 		wait "$p" 2>/dev/null
 	done
 	TL_PIDS=""
@@ -538,6 +553,25 @@ tl_part_begin() {
 	tl_capture "$1-capture" "$TL_CLIENT_IF" "$2"
 }
 
+# tl_part_watch PART PORT OPTS...: what a part records from before its client starts, without
+# tcpevents: both sides' counters, the capture at the client's end of the veth, then both sides'
+# sockwatch with OPTS, the server's in its namespace for local port PORT
+# (raw/PART-server-sockwatch.txt), the client's for peer port PORT (raw/PART-sockwatch.txt),
+# each polled until ready; their pids in SW and CW.
+tl_part_watch() {
+	_wp=$1 _wport=$2
+	shift 2
+	tl_both_counters_before "$_wp-"
+	tl_capture "$_wp-capture" "$TL_CLIENT_IF" "$_wport"
+	tl_bg "$RAW/$_wp-server-sockwatch.txt" nsenter --net="/run/netns/$TL_NS_SERVER" \
+		"$TL_BIN/sockwatch" -i "$TL_WATCH_US" "$@" -P "$_wport"
+	SW=$TL_LAST
+	tl_wait_line "$SW" "$RAW/$_wp-server-sockwatch.txt" '^ready ' 5
+	tl_bg "$RAW/$_wp-sockwatch.txt" "$TL_BIN/sockwatch" -i "$TL_WATCH_US" "$@" -p "$_wport"
+	CW=$TL_LAST
+	tl_wait_line "$CW" "$RAW/$_wp-sockwatch.txt" '^ready ' 5
+}
+
 # tl_srv_rr PART PORT REPLY: an rr_server in the server namespace on TL_SERVER_ADDR:PORT that
 # answers each request with REPLY bytes, its lines in raw/PART-server.txt; polled until `ready`,
 # its pid in TL_LAST.
@@ -545,6 +579,15 @@ tl_srv_rr() {
 	tl_bg "$RAW/$1-server.txt" nsenter --net="/run/netns/$TL_NS_SERVER" \
 		"$TL_BIN/rr_server" -a "$TL_SERVER_ADDR" -p "$2" -R "$3"
 	tl_wait_line "$TL_LAST" "$RAW/$1-server.txt" '^ready ' 5
+}
+
+# tl_rr_flight PART PORT N BODY REPLY: an rr_client to TL_SERVER_ADDR:PORT that sends N
+# requests, each one writev of its 8-byte header and BODY bytes (a flight), reads REPLY bytes
+# back and holds its connection (-k: tl_rr_part_end ends it); its lines in raw/PART-client.txt,
+# each request's times in raw/PART-requests.txt, its pid in TL_LAST.
+tl_rr_flight() {
+	tl_bg "$RAW/$1-client.txt" "$TL_BIN/rr_client" -a "$TL_SERVER_ADDR" -p "$2" -k \
+		-n "$3" -w writev -B "$4" -R "$5" -t 20000 -r "$RAW/$1-requests.txt"
 }
 
 # tl_rr_part_end PART CLIENT SERVER WATCH KEEP KEEP_S: the end of a p04 part (tl_part_begin)

@@ -472,6 +472,8 @@ rs_cleanup() {
 	local status=$1 ns pid n
 	trap '' INT TERM HUP QUIT
 	trap - EXIT
+	! declare -F rs_unsaid > /dev/null || rs_unsaid "$status"
+	trap - ERR
 	set +eu	# an error or an unset name must not cut the cleanup short
 	if [ -n "$RS_VM_PID" ]; then
 		kill -TERM "$RS_VM_PID" 2> /dev/null

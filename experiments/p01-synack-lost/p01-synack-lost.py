@@ -128,10 +128,8 @@ def ev_lines(who, events):
 
 def part_lines(r, title):
     ms = lambda ns: (ns - r["start_ns"]) / 1e6  # noqa: E731
-    rule = r["rule"]
     lines = [f"== {r['part']}: the first SYN-ACKs dropped on {title}",
-             f"nft ({r['side']} {r['hook']}): {rule['rule']} {rule['verdict']}: "
-             f"counter packets {rule['packets']} (raw/{NAME}/wire.txt)",
+             f"nft ({r['side']} {r['hook']}): {tw.nft_rule_text(r['rule'])} (raw/{NAME}/wire.txt)",
              f"connect(): {r['errno'] or r['result']} after {r['elapsed_s']:.3f} s", "",
              "the two timers (sockwatch in each namespace; t_ms from the start of connect()):",
              f"  {'side':<7} {'t_ms':>9}  {'event':<6} {'state':<8} {'timer':<5} "
@@ -162,7 +160,7 @@ def part_lines(r, title):
     timer = sum(1 for x in sent if x["syn"] is None)
     lines += [f"  SYN-ACKs that left the server: {len(sent)} ({first} answering SYN 0, {again} "
               f"answering a retransmitted SYN, {timer} sent by the request's timer); dropped by "
-              f"the rule: {rule['packets']}"]
+              f"the rule: {r['rule']['packets']}"]
     lines += ["DISAGREE: " + d for d in r["disagree"]]
     return lines
 

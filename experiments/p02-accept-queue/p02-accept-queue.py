@@ -128,6 +128,25 @@ def read_kmsg(path):
     return out
 
 
+def read_kmsg_open(rawdir):
+    """raw/kmsg-open.txt (kmsg_watch -t, then kernel.dmesg_restrict) → {"ret", "errno",
+    "dmesg_restrict"}, or None where the run did not record it (every run before it did read
+    the kernel log)."""
+    path = os.path.join(rawdir, "kmsg-open.txt")
+    lines = t.read_lines(path, optional=True)
+    if lines is None:
+        return None
+    if len(lines) != 2 or not lines[0].startswith("open ") or \
+            not lines[1].startswith("sysctl kernel.dmesg_restrict="):
+        raise t.RawError(f"{path}: want kmsg_watch -t's `open` line, then "
+                         "`sysctl kernel.dmesg_restrict=N`")
+    f = t.Fields(path, t.kv(lines[0][len("open "):]))
+    ret = f.int("ret", -1, 0)
+    return {"ret": ret, "errno": None if ret == 0 else f.str("errno"),
+            "dmesg_restrict": t.Fields(path, t.kv(lines[1][len("sysctl "):])).int(
+                "kernel.dmesg_restrict", 0, 2)}
+
+
 def own_kmsg(records, port):
     """The kernel log is the machine's, not the namespace's: keep the lines about this part's
     port ("port 192.0.2.2:21205." on 6.18, "port 21205." on 6.1), not another listener's."""
@@ -405,6 +424,11 @@ def part_lines(r, what):
     if sm["connected_not_queued"]:
         lines.append(f"so: connect() returned for {sm['connected_not_queued']} client(s) the "
                      "server holds no child for; a SYN-ACK came back, nothing was queued")
+    ko = r["kmsg_open"]
+    if r["part"].startswith("flood") and ko is not None and ko["ret"] != 0:
+        lines.append(f"kernel log: not read: this run could not open /dev/kmsg ({ko['errno']}; "
+                     f"kernel.dmesg_restrict={ko['dmesg_restrict']}, which leaves it to "
+                     "CAP_SYSLOG in the host's user namespace)")
     if r["kmsg"] is not None:
         if r["kmsg"]:
             lines += [f"kernel log (/dev/kmsg seq {k['seq']}, level {k['level']}): {k['msg']}"
@@ -461,8 +485,13 @@ def build(rawroot, outdir):
     kernel = t.kernel_release(rawdir)
     wire = tw.read_wire(rawdir)
     runs = []
+    kmsg_open = read_kmsg_open(rawdir)
     for name, what, groups in PARTS:
         r = one_part(rawdir, name, groups)
+        if kmsg_open is not None and kmsg_open["ret"] != 0 and r["kmsg"] is not None:
+            raise t.RawError(f"{rawdir}/{name}-kmsg.txt: kmsg-open.txt says /dev/kmsg could "
+                             "not be opened")
+        r["kmsg_open"] = kmsg_open
         c = r["sysctls"]["constant"]
         r["listen_arg"] = {"seq": c["backlog_n"], "burst": c["backlog_n"],
                            "abort": c["backlog_n"], "somaxconn": 1000}.get(name, c["flood_backlog"])
@@ -487,7 +516,7 @@ def build(rawroot, outdir):
     obj = {"experiment": NAME, "kernel": kernel, "collected_at": t.collected_at(rawdir),
            "load_average": None, "counters": runs[0]["counters"], "result": "ok", "errno": None,
            "elapsed_s": round((runs[-1]["mark_ns"] - runs[0]["start_ns"]) / 1e9, 6),
-           "addr": runs[0]["addr"],
+           "addr": runs[0]["addr"], "kmsg_open": kmsg_open,
            "parts": {r["part"]: part_json(r) for r in runs}, "ladder": rows}
     tw.write_with_ladder(outdir, NAME, lines + [""], obj, rows, tw.CLIENT_COL,
                          f"server {runs[0]['addr']}")

@@ -214,6 +214,7 @@ def one_part(rawdir, name, params, hz):
            "local": local, "start_ns": start, "rule": rule, "flight": flight, "drop": drop,
            "mss": mss, "tcp_sack": sack_on, "sackok": sack_ok,
            "result": {k: res.float(k) for k in ("first_us", "elapsed_s")},
+           "reordering": t.sysctl_int(sysctls, "net.ipv4.tcp_reordering", f"{name}-sysctls.txt", 1),
            "hole": hole, "rtx": rtx, "dup": dup, "before": before, "gap_us": round(gap_us, 3),
            "hole_end": hole_end, "flight_end": flight_end, "covered": covered,
            "one_jiffy_us": 10**6 // hz, "events": ev, "ev_retrans": ev_retrans,
@@ -249,6 +250,10 @@ def how(r):
             rule += (f"; TCPBacklogCoalesce {t_of(c, 'TcpExtTCPBacklogCoalesce')}: ACKs merged "
                      "in the socket's backlog while writev() held it, so tcp_ack() saw fewer "
                      "duplicates")
+        elif r["part"] == "nosack" and r["reordering"] is not None and n < r["reordering"]:
+            rule += (f"; only {n} duplicate ACK(s) before it, fewer than tcp_reordering "
+                     f"{r['reordering']}, so no fast retransmit: the receiver answered several "
+                     "segments after the hole with one ACK")
     elif r["part"] == "sack" and t_of(c, "TcpExtTCPSackRecovery"):
         rule = ("SACK recovery (TCPSackRecovery): " +
                 ("before a third duplicate ACK, so RACK's time-based loss detection "
@@ -268,12 +273,10 @@ def t_of(counters, name):
 
 def part_lines(r, title):
     ms = lambda ns: (ns - r["start_ns"]) / 1e6  # noqa: E731
-    rule = r["rule"]
     lines = [f"== {r['part']}: {title}",
              f"tcp_sack client {r['tcp_sack'][0]}, server {r['tcp_sack'][1]}; the client's SYN "
              f"{'offers' if r['sackok'] else 'does not offer'} SACK (sackok)",
-             f"nft (server in): {rule['rule']} {rule['verdict']}: counter packets {rule['packets']}"
-             f" (raw/{NAME}/{r['part']}-nft-server.txt)",
+             f"nft (server in): {tw.nft_rule_text(r['rule'])} (raw/{NAME}/{r['part']}-nft-server.txt)",
              f"the reply came {r['result']['first_us'] / 1000:.3f} ms after the write "
              "(rr_client first_us)", "",
              f"the hole: segment {r['drop']} of {r['flight']}, seq {r['hole']['seq']}-"

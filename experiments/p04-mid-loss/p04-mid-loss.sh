@@ -84,8 +84,7 @@ part() {
 	_sw=$TL_WATCH
 	tl_log "$_p: rr_client -n 1 -w writev -B $BODY -R $REPLY ($FLIGHT segments of $MSS" \
 		"bytes; nft drops segment $DROP once; tcp_sack=$_sack)"
-	tl_bg "$RAW/$_p-client.txt" "$TL_BIN/rr_client" -a "$TL_SERVER_ADDR" -p "$_port" -k \
-		-n 1 -w writev -B "$BODY" -R "$REPLY" -t 20000 -r "$RAW/$_p-requests.txt"
+	tl_rr_flight "$_p" "$_port" 1 "$BODY" "$REPLY"
 	_cli=$TL_LAST
 	tl_wait_line "$_cli" "$RAW/$_p-client.txt" '^(holding|result=)' 30
 	tl_not_interrupted "$RAW/$_p-client.txt"

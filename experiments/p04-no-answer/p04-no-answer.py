@@ -31,13 +31,23 @@ SERVER_COUNTERS = ("TcpInSegs", "TcpRetransSegs")
 SYSCTLS = ("tcp_retries1", "tcp_retries2", "tcp_early_retrans", "tcp_rto_min_us",
            "tcp_rto_max_ms", "tcp_timestamps")
 RTO_MIN_MS = 200          # TCP_RTO_MIN, HZ / 5 (include/net/tcp.h): the model's base, a constant
+RTO_MAX_MS = 120000       # TCP_RTO_MAX, 120 x HZ: the default of net.ipv4.tcp_rto_max_ms (6.15 on)
 CLOCK_MS = 1              # retransmits_timed_out() compares whole ms (tcp_time_stamp_ts)
 
 
-def budget_ms(retries2):
-    """tcp_model_timeout(sk, retries2, TCP_RTO_MIN) in ms, below the linear threshold
-    ilog2(tcp_rto_max / TCP_RTO_MIN) = 9 (the knob's 1..5 are)."""
-    return ((2 << retries2) - 1) * RTO_MIN_MS
+def linear_thresh(rto_max_ms):
+    """tcp_model_timeout()'s linear_backoff_thresh: ilog2(tcp_rto_max / TCP_RTO_MIN), 9 for
+    the 120 s of TCP_RTO_MAX (tcp_rto_max(sk) where the kernel has net.ipv4.tcp_rto_max_ms)."""
+    return (rto_max_ms // RTO_MIN_MS).bit_length() - 1
+
+
+def budget_ms(retries2, rto_max_ms=RTO_MAX_MS):
+    """tcp_model_timeout(sk, retries2, TCP_RTO_MIN) in ms: the backoff doubles up to the linear
+    threshold, and each retry past it adds one tcp_rto_max."""
+    k = linear_thresh(rto_max_ms)
+    if retries2 <= k:
+        return ((2 << retries2) - 1) * RTO_MIN_MS
+    return ((2 << k) - 1) * RTO_MIN_MS + (retries2 - k) * rto_max_ms
 
 
 def client_steps(path):
@@ -58,7 +68,7 @@ def client_steps(path):
     return local, send.int("t_ns"), recv, None if ut is None else ut.int("value", 0)
 
 
-def one_part(rawdir, name, retries2, hz):
+def one_part(rawdir, name, retries2, hz, rto_max_ms=RTO_MAX_MS):
     cpath = os.path.join(rawdir, f"{name}-client.txt")
     local, sent_ns, recv, user_timeout = client_steps(cpath)
     cap = pkt.read_complete_capture(os.path.join(rawdir, f"{name}-capture.txt"))
@@ -83,12 +93,12 @@ def one_part(rawdir, name, retries2, hz):
         (e["t_ns"] for e in ev["events"] if e["event"] == "state" and e["old"] == "ESTAB"), None)
     # the end: tcpevents' state change where it ran (exact), else recv()'s return
     end_ns = closed if closed is not None else recv.int("t_ns")
-    budget = user_timeout or budget_ms(retries2)
+    budget = user_timeout or budget_ms(retries2, rto_max_ms)
     since = lambda ns: None if first is None else round((ns - first) / 1e6, 3)  # noqa: E731
     rtx = [{"n": k + 1, "t_ms": round((p["t_ns"] - t0) / 1e6, 3), "since_first_ms": since(p["t_ns"]),
             "gap_ms": round((p["t_ns"] - (data[k]["t_ns"])) / 1e6, 3)} for k, p in enumerate(again)]
     out = {"part": name, "local": local, "port": int(data[0]["dst"].rsplit(":", 1)[1]),
-           "retries2": retries2, "user_timeout_ms": user_timeout,
+           "retries2": retries2, "rto_max_ms": rto_max_ms, "user_timeout_ms": user_timeout,
            "budget_ms": budget, "budget_from": "TCP_USER_TIMEOUT" if user_timeout else
            "tcp_retries2", "data_len": data[0]["len"], "sent_ns": t0, "send_call_ns": sent_ns,
            "retransmissions": rtx, "end_ms": round((end_ns - t0) / 1e6, 3),
@@ -104,11 +114,16 @@ def one_part(rawdir, name, retries2, hz):
            "counters": cc, "server_counters": sc, "capture": cap, "segs": segs, "data": data}
     # with a user timeout, the RTO after the last retransmission is cut to what is left of it
     out["clamp"] = None
+    # the samples with the retransmit timer armed: the one that catches the socket given up
+    # (timer off, backoff 0, the last rto_ms kept) arms nothing (CI once: 13056 twice)
     sw = [e for e in t.read_sockwatch(os.path.join(rawdir, f"{name}-sockwatch.txt"))
-          if e.str("event") in ("new", "change") and e.int("rto_ms", default=None) is not None]
-    # the RTO each timer was armed with, in order (sockwatch prints a line per change)
-    out["rto_ms"] = [v for i, v in enumerate(e.int("rto_ms") for e in sw)
-                     if i == 0 or v != sw[i - 1].int("rto_ms")]
+          if e.str("event") in ("new", "change") and e.int("rto_ms", default=None) is not None
+          and e.str("timer") == "on"]
+    # the RTO each timer was armed with, in order (sockwatch prints a line per change; past
+    # tcp_rto_max the RTO stays and the backoff alone says a timer was armed again)
+    key = lambda e: (e.int("rto_ms"), e.int("backoff", default=None))  # noqa: E731
+    out["rto_ms"] = [e.int("rto_ms") for i, e in enumerate(sw)
+                     if i == 0 or key(e) != key(sw[i - 1])]
     if user_timeout and rtx and sw:
         rto = sw[-1].int("rto_ms")     # the RTO after the last retransmission (sockwatch)
         left = user_timeout - rtx[-1]["since_first_ms"]
@@ -133,12 +148,22 @@ def one_part(rawdir, name, retries2, hz):
     return out
 
 
+def model_text(r):
+    """How tcp_model_timeout() made the part's budget, as the .txt says it."""
+    k = linear_thresh(r["rto_max_ms"])
+    if r["retries2"] <= k:
+        return f": ((2 << {r['retries2']}) - 1) x {RTO_MIN_MS} ms (tcp_model_timeout())"
+    return (f": ((2 << {k}) - 1) x {RTO_MIN_MS} ms + ({r['retries2']} - {k}) x "
+            f"{r['rto_max_ms']} ms (tcp_model_timeout(): the RTO stops doubling at tcp_rto_max, "
+            f"{k} = ilog2({r['rto_max_ms']} / {RTO_MIN_MS}))")
+
+
 def part_lines(r, title):
     b = r["budget_ms"]
     lines = [f"== {r['part']}: {title}",
              f"budget: {b} ms from {r['budget_from']}" +
              (f" ({r['user_timeout_ms']} ms, read back with getsockopt())" if r["user_timeout_ms"]
-              else f": ((2 << {r['retries2']}) - 1) x {RTO_MIN_MS} ms (tcp_model_timeout())") +
+              else model_text(r)) +
              ", counted from the first retransmission",
              f"nft (server in): {r['rule']['rule']} {r['rule']['verdict']}: counter packets "
              f"{r['dropped']}",
@@ -212,35 +237,84 @@ def part_json(r):
             **({"disagree": r["disagree"]} if r["disagree"] else {})}
 
 
-def build(rawroot, outdir):
-    rawdir, kernel, hz, sysctls, _ = tw.read_unit(rawroot, NAME, ("net.ipv4.tcp_retries2",))
+DEFAULT = NAME + "-default"
+DEFAULT_TITLE = ("tcp_retries2 alone, the kernel's own 15 unless the knob retries2 is set "
+                 "(unit {unit})")
+
+
+def read_run(rawdir, unit):
+    """One unit's raw directory → its facts and parts (p04-no-answer: the three; -default:
+    part retries2 alone)."""
+    kernel = t.kernel_release(rawdir)
+    info, _ = t.read_machine(os.path.join(rawdir, "machine.txt"))
+    hz = info.int("hz", 1, 10000)
+    need = ("net.ipv4.tcp_retries2",)
+    sysctls = t.read_sysctl_file(os.path.join(rawdir, "sysctls.txt"), need)
+    t.read_sysctl_file(os.path.join(rawdir, "server-sysctls.txt"), need)
     retries2 = t.sysctl_int(sysctls, "net.ipv4.tcp_retries2", "sysctls.txt", 0, 255)
-    default = t.read_sysctl_file(os.path.join(rawdir, "sysctls-default.txt"),
-                                 ("net.ipv4.tcp_retries2",))
-    params = t.read_kv(os.path.join(rawdir, "params.txt"))
-    route = t.read_text(os.path.join(rawdir, "rto-min-route.txt")).strip()
-    wire = tw.read_wire(rawdir)
-    runs = [one_part(rawdir, name, retries2, hz) for name, _ in PARTS]
+    rto_max = t.sysctl_int(sysctls, "net.ipv4.tcp_rto_max_ms", "sysctls.txt", 1) or RTO_MAX_MS
+    default = t.read_sysctl_file(os.path.join(rawdir, "sysctls-default.txt"), need)
+    names = PARTS if unit == NAME else (("retries2", DEFAULT_TITLE.format(unit=unit)),)
+    route = t.read_text(os.path.join(rawdir, "rto-min-route.txt")).strip() if unit == NAME \
+        else None
+    return {"unit": unit, "rawdir": rawdir, "kernel": kernel, "hz": hz, "sysctls": sysctls,
+            "own_retries2": t.sysctl_int(default, "net.ipv4.tcp_retries2",
+                                         "sysctls-default.txt", 0, 255),
+            "params": t.read_kv(os.path.join(rawdir, "params.txt")), "route": route,
+            "wire": tw.read_wire(rawdir), "titles": names,
+            "runs": [one_part(rawdir, n, retries2, hz, rto_max) for n, _ in names]}
+
+
+def unit_lines(u):
+    lines = [tw.sysctls_line(u["sysctls"], SYSCTLS, u["hz"]),
+             f"(the namespace's own tcp_retries2 was {u['own_retries2']}; "
+             "tcp_early_retrans=0: no loss probe, so every retransmission is an RTO's)"]
+    return lines + ([f"part rto-min's route: {u['route']}"] if u["route"] is not None else [])
+
+
+def build(rawroot, outdir):
+    units, partial = t.group_runs(rawroot, NAME, (NAME, DEFAULT), read_run)
+    first = units.get(NAME) or units[DEFAULT]
+    rawdir, kernel = first["rawdir"], first["kernel"]
     lines = [f"{NAME}: nobody answers any more: one segment of data retransmitted until the "
              "kernel gives up (ETIMEDOUT)",
              t.header(kernel, t.collected_at(rawdir), "client and server in two network "
-                      f"namespaces joined by a veth pair (MTU {wire['client']['link']['mtu']}); "
+                      f"namespaces joined by a veth pair (MTU {first['wire']['client']['link']['mtu']}); "
                       "nft on the server's input drops the connection's data; the capture on "
                       "the client's end"),
-             "", tw.sysctls_line(sysctls, SYSCTLS, hz),
-             f"(the namespace's own tcp_retries2 was "
-             f"{t.sysctl_int(default, 'net.ipv4.tcp_retries2', 'sysctls-default.txt', 0, 255)}; "
-             "tcp_early_retrans=0: no loss probe, so every retransmission is an RTO's)",
-             f"part rto-min's route: {route}", ""]
-    rows = []
-    for r, (_, title) in zip(runs, PARTS):
-        lines += part_lines(r, title) + [""]
-        lines += pkt.capture_notes(r["capture"], f"raw/{NAME}/{r['part']}-capture.txt")
-        rows += part_rows(r, r["segs"][0]["t_ns"])
+             ""]
+    rows, parts = [], {}
+    for name in (NAME, DEFAULT):
+        u = units.get(name)
+        if u is None:
+            if name in partial:
+                lines += [f"== unit {name}: not reported: {partial[name]} (partial raw output in "
+                          f"raw/{name}/)", ""]
+            elif name == NAME:
+                lines += [f"== unit {NAME}: not run (./run.sh {NAME})", ""]
+            continue
+        if name == DEFAULT:
+            lines += [f"== unit {DEFAULT} (collected {t.collected_at(u['rawdir'])})"]
+        lines += unit_lines(u) + [""]
+        for r, (_, title) in zip(u["runs"], u["titles"]):
+            lines += part_lines(r, title) + [""]
+            lines += pkt.capture_notes(r["capture"], f"raw/{name}/{r['part']}-capture.txt")
+            more = part_rows(r, r["segs"][0]["t_ns"])
+            if name == DEFAULT:
+                more[0] = {"sep": f"{DEFAULT} {more[0]['sep']}"}
+            rows += more
+        parts[name] = {r["part"]: part_json(r) for r in u["runs"]}
     lines += ["ladder (the client's end of the veth; t_ms from each part's SYN):"]
     lines += pkt.ladder_text(rows, client=tw.CLIENT_COL, server=tw.SERVER_COL)
-    obj = tw.parts_obj(NAME, kernel, rawdir, hz, params, sysctls, SYSCTLS,
-                       {r["part"]: part_json(r) for r in runs}, rows, route=route)
+    more = {} if first["route"] is None else {"route": first["route"]}
+    obj = tw.parts_obj(NAME, kernel, rawdir, first["hz"], first["params"], first["sysctls"],
+                       SYSCTLS, parts.get(NAME, {}), rows, **more)
+    if DEFAULT in units:
+        d = units[DEFAULT]
+        obj["default"] = {"unit": DEFAULT, "collected_at": t.collected_at(d["rawdir"]),
+                          "params": d["params"], "knobs": t.read_knobs(d["rawdir"]),
+                          "sysctls": t.sysctls_json(d["sysctls"], SYSCTLS),
+                          "parts": parts[DEFAULT]}
     tw.write_with_ladder(outdir, NAME, lines + [""], obj, rows)
 
 

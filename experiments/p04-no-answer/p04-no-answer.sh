@@ -23,9 +23,18 @@
 # state change at the end), both sides' counters and the client's and server's lines.
 . "$(dirname "$0")/../lib/collect.sh"
 
-# the knobs (experiments/units): checked here too, for a run without run.sh
-tl_knob_set RETRIES2 retries2 "${TL_KNOB_RETRIES2:-3}" 1 5
-tl_knob_set USER_TIMEOUT user_timeout "${TL_KNOB_USER_TIMEOUT:-5000}" 500 15000
+# the knobs (experiments/units): checked here too, for a run without run.sh.  Unit
+# p04-no-answer-default (p04-no-answer-default.sh) runs part retries2 alone, with the kernel's
+# own tcp_retries2 (15) by default: a budget past the linear threshold, about a quarter of an
+# hour; its client waits for recv()'s end up to the budget plus two of the longest RTOs.
+if [ "$TL_UNIT" = p04-no-answer-default ]; then
+	tl_knob_set RETRIES2 retries2 "${TL_KNOB_RETRIES2:-15}" 6 15
+	ONLY=retries2 END_S=1300
+else
+	tl_knob_set RETRIES2 retries2 "${TL_KNOB_RETRIES2:-3}" 1 5
+	tl_knob_set USER_TIMEOUT user_timeout "${TL_KNOB_USER_TIMEOUT:-5000}" 500 15000
+	ONLY= END_S=30
+fi
 
 tl_wire_init "$1"
 PORT_R2=21130 PORT_RTO=21131 PORT_UT=21132
@@ -43,8 +52,12 @@ sysctl -qw net.ipv4.tcp_retries2="$RETRIES2" || tl_die "cannot set tcp_retries2"
 sysctl -qw net.ipv4.tcp_early_retrans=0 || tl_die "cannot set tcp_early_retrans"
 tl_sysctls "$SYSCTLS" > "$RAW/sysctls.txt"
 tl_sysctls "$SYSCTLS" tl_srv > "$RAW/server-sysctls.txt"
-echo "retries2=$RETRIES2 user_timeout_ms=$USER_TIMEOUT send=$SEND rto_min_ms=$RTO_MIN_MS" \
-	> "$RAW/params.txt"
+if [ -n "$ONLY" ]; then
+	echo "retries2=$RETRIES2 send=$SEND" > "$RAW/params.txt"
+else
+	echo "retries2=$RETRIES2 user_timeout_ms=$USER_TIMEOUT send=$SEND rto_min_ms=$RTO_MIN_MS" \
+		> "$RAW/params.txt"
+fi
 
 # part NAME PORT CLIENT_STEPS: one connection; nft drops its data on the server's input
 part() {
@@ -60,7 +73,7 @@ part() {
 	tl_bg "$RAW/$_p-client.txt" "$TL_BIN/peer" -r client -a "$TL_SERVER_ADDR" -p "$_port" \
 		-s "$_steps"
 	_cli=$TL_LAST
-	tl_wait_line "$_cli" "$RAW/$_p-client.txt" '^exit ' 30
+	tl_wait_line "$_cli" "$RAW/$_p-client.txt" '^exit ' "$END_S"
 	tl_wait_exit "$_cli" 5
 	tl_log "$_p: $(grep ' op=recv' "$RAW/$_p-client.txt" | cut -d' ' -f4-6)"
 	# the client's socket is gone (sockwatch saw it go); then the capture, before the server
@@ -76,6 +89,11 @@ part() {
 }
 
 part retries2 "$PORT_R2" "send:$SEND,recv:1"
+if [ -n "$ONLY" ]; then
+	rm -f "$RAW/nft-server.txt"
+	tl_wire_record
+	exit 0
+fi
 
 ip route add "$TL_SERVER_ADDR/32" dev "$TL_CLIENT_IF" rto_min "${RTO_MIN_MS}ms" ||
 	tl_die "cannot add a route with rto_min"

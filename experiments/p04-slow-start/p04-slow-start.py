@@ -26,7 +26,6 @@ PARTS = (("cubic", "cubic (TCP_CONGESTION), one send"),
          ("idle-off", "cubic, two halves, idle pause between, tcp_slow_start_after_idle=0"))
 BULK, IDLE = ("cubic", "bbr"), ("idle", "idle-off")
 INF = 2147483647
-INIT_CWND = 10            # TCP_INIT_CWND (include/net/tcp.h)
 COUNTERS = ("TcpRetransSegs", "TcpExtTCPLossProbes", "TcpExtTCPSackRecovery",
             "TcpExtTCPFastRetrans", "TcpExtTCPTimeouts", "TcpExtTCPLostRetransmit",
             "TcpExtTCPSACKReorder", "TcpExtTCPDSACKRecv", "TcpExtTCPHystartTrainDetect",
@@ -154,18 +153,6 @@ def slow_start_end(probes, retrans):
     return None
 
 
-def restart_cwnd(cwnd, rto_ms, idle_ms):
-    """tcp_cwnd_restart(): restart_cwnd = min(TCP_INIT_CWND, cwnd); while (delta -= rto) > 0
-    and cwnd > restart_cwnd, cwnd >>= 1; then max(cwnd, restart_cwnd)."""
-    restart, c, d = min(INIT_CWND, cwnd), cwnd, idle_ms
-    while True:
-        d -= rto_ms
-        if d <= 0 or c <= restart:
-            break
-        c >>= 1
-    return max(c, restart)
-
-
 def one_part(rawdir, name, params, hz):
     idle = name in IDLE
     send = read_send(os.path.join(rawdir, f"{name}-send.txt"), idle)
@@ -216,8 +203,8 @@ def one_part(rawdir, name, params, hz):
         c0, rto_ms = send["idle_start"]["cwnd"], send["idle_start"]["rto_us"] // 1000
         # the gap in whole jiffies, either way of its fraction
         jiffy = 1000 / hz
-        lo = restart_cwnd(c0, rto_ms, (r["idle_gap_ms"] // jiffy) * jiffy)
-        hi = restart_cwnd(c0, rto_ms, (r["idle_gap_ms"] // jiffy + 1) * jiffy)
+        lo = tw.restart_cwnd(c0, rto_ms, (r["idle_gap_ms"] // jiffy) * jiffy)
+        hi = tw.restart_cwnd(c0, rto_ms, (r["idle_gap_ms"] // jiffy + 1) * jiffy)
         r["restart_want"] = sorted({lo, hi}) if r["ssai"] == 1 and r["cc"] != "bbr" else [c0]
     # the retransmissions that went out: err=0, or err=- where the tracepoint has no err argument
     # (before 6.10 it fires only for those); a failed attempt is not counted by TcpRetransSegs

@@ -141,10 +141,9 @@ def what_sent(k):
 
 def part_lines(r, title, hz):
     ms = lambda ns: (ns - r["start_ns"]) / 1e6  # noqa: E731
-    rule, ss = r["rule"], r["ss"]
+    ss = r["ss"]
     lines = [f"== {r['part']}: {title}",
-             f"nft (server in): {rule['rule']} {rule['verdict']}: counter packets {rule['packets']}"
-             f" (raw/{NAME}/{r['part']}-nft-server.txt)",
+             f"nft (server in): {tw.nft_rule_text(r['rule'])} (raw/{NAME}/{r['part']}-nft-server.txt)",
              f"the first request's reply came {r['result']['first_us'] / 1000:.3f} ms after its "
              f"write (rr_client first_us)",
              f"while the tail alone was out (ss -tin): srtt {ss['srtt_us']} µs, rttvar "

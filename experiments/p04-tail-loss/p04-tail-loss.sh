@@ -68,8 +68,7 @@ part() {
 	_sw=$TL_WATCH
 	tl_log "$_p: rr_client -n 2 -w writev -B $BODY -R $REPLY ($FLIGHT segments, the tail" \
 		"$TAIL bytes; nft drops its first $_drops transmissions)"
-	tl_bg "$RAW/$_p-client.txt" "$TL_BIN/rr_client" -a "$TL_SERVER_ADDR" -p "$_port" -k \
-		-n 2 -w writev -B "$BODY" -R "$REPLY" -t 20000 -r "$RAW/$_p-requests.txt"
+	tl_rr_flight "$_p" "$_port" 2 "$BODY" "$REPLY"
 	_cli=$TL_LAST
 	# the tail alone outstanding (the rest acknowledged): srtt, rttvar and rto as ss shows them
 	tl_wait_line "$_sw" "$RAW/$_p-sockwatch.txt" ' unacked=1 ' 10

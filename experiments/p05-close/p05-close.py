@@ -156,11 +156,23 @@ def cross_check(sts, ex, side):
     transitions, in the same order → (disagreements, the sampled states only an untraced move
     explains)."""
     seq, pos, prev, bad, untraced = exact_sequence(ex), 0, None, [], []
+    # where a timewait socket took the full one's place, tcpevents printed the full socket's
+    # FIN-WAIT-2 -> UNCONN beside it (exact() leaves that close out): a dump can sample the full
+    # socket in that moment, UNCONN with its port released, before the timewait socket
+    tw_at = next((k for k, x in enumerate(seq) if x == ("FIN-WAIT-2", True) and any(
+        y["socket"] == "timewait" for y in ex)), None)
+    replaced = []
     for s in sts:
         st = "SYN-RECV" if s["state"] == "NEW-SYN-RECV" else s["state"]
         if st == "gone" or (st == prev and pos > 0 and seq[pos - 1][0] == st):
             continue
         j = next((k for k in range(pos, len(seq)) if seq[k][0] == st), None)
+        if j is None and st == t.CLOSED and tw_at is not None and pos <= tw_at + 2:
+            replaced.append(f"{side}: sockwatch sampled {t.shown_state(st)} at "
+                            f"{s['t_s'] * 1e3:.3f} ms: the full socket closing as its timewait "
+                            "socket replaced it (tcpevents' FIN-WAIT-2 -> UNCONN of the full "
+                            "socket)")
+            continue
         if j is None:
             after = f"after {seq[pos - 1][0]}" if pos > 0 else "at all"
             bad.append(f"{side}: sockwatch sampled {t.shown_state(st)} at "
@@ -169,7 +181,7 @@ def cross_check(sts, ex, side):
         if not seq[j][1]:
             untraced.append(f"{side} {t.shown_state(st)}")
         pos, prev = j + 1, st
-    return bad, untraced
+    return bad, untraced, replaced
 
 
 def part_exact(rawdir, name, part):
@@ -180,12 +192,15 @@ def part_exact(rawdir, name, part):
         return None
     out = {"client": exact(read_tcpevents(f("tcpevents.txt")), part["t0"]),
            "server": exact(read_tcpevents(f("server-tcpevents.txt")), part["t0"])}
-    bad, untraced = [], []
+    bad, untraced, replaced = [], [], []
     for side, key in (("client", "states"), ("server", "server_states")):
-        b, u = cross_check(part[key], out[side], side)
+        b, u, r = cross_check(part[key], out[side], side)
         bad += b
         untraced += u
+        replaced += r
     out["disagree"], out["untraced"] = bad, untraced
+    if replaced:
+        out["replaced"] = replaced
     return out
 
 
@@ -595,6 +610,7 @@ def exact_lines(part):
     if ex["untraced"]:
         out.append("  (" + ", ".join(ex["untraced"]) + ": the timewait socket's move to "
                    "TIME-WAIT has no tracepoint; sockwatch's sample only)")
+    out += [f"  ({r})" for r in ex.get("replaced", ())]
     if ex["disagree"]:
         out += ["DISAGREE: " + d for d in ex["disagree"]]
     else:

@@ -100,21 +100,23 @@ clients() {
 # settle NAME PORT [CMD…]: sock_diag snapshots (sockwatch -1, every state) of the sockets to
 # (with WT_PORT=-P: from) PORT until there is one at least and every one is in TIME-WAIT: every
 # close is done (a full socket still closing, or a timewait socket still in its FIN-WAIT-2
-# substate, is not), at most 300 tries; the last snapshot is raw/NAME-tw.txt
+# substate, is not), at most 300 tries; the last snapshot is raw/NAME-tw.txt.  With
+# WT_STATE=FIN-WAIT-2, until every one is in FIN-WAIT-2 (raw/NAME-fin-wait-2.txt)
 settle() {
-	_wn=$1 _wp=$2
+	_wn=$1 _wp=$2 _ws=${WT_STATE:-TIME-WAIT}
 	shift 2
 	_wleft=300
+	_wf=$RAW/$_wn-tw.txt
+	[ "$_ws" = TIME-WAIT ] || _wf=$RAW/$_wn-fin-wait-2.txt
 	while :; do
 		# shellcheck disable=SC2086 # WT_PORT: -p or -P
-		"$@" "$TL_BIN/sockwatch" -1 -4 $WT_PORT "$_wp" > "$RAW/$_wn-tw.txt" ||
-			tl_die "sockwatch -1 failed"
-		_wall=$(grep -c '^t_s=' "$RAW/$_wn-tw.txt") || _wall=0
-		_wtw=$(grep -c '^t_s=.* state=TIME-WAIT ' "$RAW/$_wn-tw.txt") || _wtw=0
+		"$@" "$TL_BIN/sockwatch" -1 -4 $WT_PORT "$_wp" > "$_wf" || tl_die "sockwatch -1 failed"
+		_wall=$(grep -c '^t_s=' "$_wf") || _wall=0
+		_wtw=$(grep -c "^t_s=.* state=$_ws " "$_wf") || _wtw=0
 		[ "$_wall" -eq 0 ] || [ "$_wtw" -ne "$_wall" ] || return 0
 		_wleft=$((_wleft - 1))
 		[ "$_wleft" -gt 0 ] ||
-			tl_die "$_wn: $_wall sockets on port $_wp, $_wtw of them TIME-WAIT, after 300 snapshots" \
+			tl_die "$_wn: $_wall sockets on port $_wp, $_wtw of them $_ws, after 300 snapshots" \
 				"($(sed -n 's/^TCP: .* \(tw [0-9]*\) .*/sockstat \1/p' /proc/thread-self/net/sockstat)," \
 				"tcp_max_tw_buckets $(cat /proc/sys/net/ipv4/tcp_max_tw_buckets))"
 		sleep 0.01
@@ -320,9 +322,21 @@ for _old in 1 0; do
 		"$TL_BIN/peer" -r server -a "$TL_SERVER_ADDR" -p "$_port" -R "$_old" -n 1 -s close
 	_old_srv=$TL_LAST
 	tl_wait_line "$_old_srv" "$RAW/$_n-server.txt" '^ready ' 5
-	tl_fg "$RAW/$_n-client.txt" "$TL_BIN/peer" -r client -a "$TL_SERVER_ADDR" -p "$_port" \
-		-s drain,close
+	# the client reads the server's FIN, then holds until the server's socket is in FIN-WAIT-2
+	# (its FIN acknowledged) before its own FIN leaves: then the two cannot meet the server out
+	# of order.  A CI run where they did: the server's TIME-WAIT socket answered the late ACK
+	# with another ACK, the client's socket (closed by then) answered that with a RST, and
+	# with tcp_rfc1337=0 the RST ended the TIME-WAIT socket this part needs
+	tl_bg "$RAW/$_n-client.txt" "$TL_BIN/peer" -r client -a "$TL_SERVER_ADDR" -p "$_port" \
+		-s drain,hold,close
+	_old_cli=$TL_LAST
+	tl_wait_line "$_old_cli" "$RAW/$_n-client.txt" '^hold ' 5
 	tl_wait_exit "$_old_srv" 5
+	WT_STATE=FIN-WAIT-2
+	settle "$_n" "$_port" nsenter --net="/run/netns/$TL_NS_SERVER"
+	WT_STATE=
+	kill -USR1 "$_old_cli" || tl_die "cannot signal the client"
+	tl_wait_exit "$_old_cli" 5
 	settle "$_n" "$_port" nsenter --net="/run/netns/$TL_NS_SERVER"
 	if command -v ss >/dev/null 2>&1; then
 		tl_srv ss -tan state time-wait "( sport = :$_port )" > "$RAW/$_n-ss.txt" ||

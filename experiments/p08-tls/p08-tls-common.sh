@@ -4,14 +4,20 @@
 # veth, with snaplen 65535 so the .pcap keeps every payload byte (the report decodes the TLS
 # records from it) and both sides' counters.
 
-# tls_pair: a throwaway self-signed ECDSA P-256 certificate and key in raw/ (openssl(1)); the
-# key is deleted at the end of the unit (tls_done), the certificate kept
+# how long a tls_peer server or a watcher may take to say ready: a bound, not a wait (a TCG guest
+# beside CI's six test workers took more than 5 s to load libssl and start the server)
+READY_S=30
+# how long a tls_peer client or server may take to finish its part: a bound too (a TCG 6.1 guest
+# on a loaded machine took more than 20 s for tls13's two handshakes)
+END_S=60
+
+# tls_pair: a throwaway self-signed ECDSA P-256 certificate and key in raw/, made by tls_peer
+# with OpenSSL's API (a guest has no openssl(1)); the key is deleted at the end of the unit
+# (tls_done), the certificate kept.  openssl-version.txt: the line openssl version prints.
 tls_pair() {
-	openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
-		-keyout "$RAW/key.pem" -out "$RAW/cert.pem" -days 1 -subj /CN=tcplab \
-		2> "$RAW/openssl-req.err" || tl_die "openssl req failed: $(head -n 1 "$RAW/openssl-req.err")"
-	rm -f "$RAW/openssl-req.err"
-	openssl version > "$RAW/openssl-version.txt" || tl_die "openssl version failed"
+	"$TL_BIN/tls_peer" -r cert -c "$RAW/cert.pem" -k "$RAW/key.pem" > "$RAW/cert.txt" ||
+		tl_die "tls_peer -r cert failed"
+	"$TL_BIN/tls_peer" -r version > "$RAW/openssl-version.txt" || tl_die "tls_peer -r version failed"
 }
 
 # tls_part PART PORT "SERVER OPTIONS" "CLIENT OPTIONS": the server (polled until ready), both
@@ -22,17 +28,71 @@ tls_part() {
 	tl_bg "$RAW/$_p-server.txt" nsenter --net="/run/netns/$TL_NS_SERVER" "$TL_BIN/tls_peer" \
 		-r server -a "$TL_SERVER_ADDR" -p "$_port" -c "$RAW/cert.pem" -k "$RAW/key.pem" $3
 	_srv=$TL_LAST
-	tl_wait_line "$_srv" "$RAW/$_p-server.txt" '^ready ' 5
+	tl_wait_line "$_srv" "$RAW/$_p-server.txt" '^ready ' "$READY_S"
 	tl_both_counters_before "$_p-"
 	tl_capture "$_p-capture" "$TL_CLIENT_IF" "$_port" -s 65535
 	tl_log "$_p: tls_peer server $3, client $4"
 	# shellcheck disable=SC2086
 	tl_bg "$RAW/$_p-client.txt" "$TL_BIN/tls_peer" -r client -a "$TL_SERVER_ADDR" -p "$_port" $4
 	_cli=$TL_LAST
-	tl_wait_exit "$_cli" 20
-	tl_wait_exit "$_srv" 20
+	tl_wait_exit "$_cli" "$END_S"
+	tl_wait_exit "$_srv" "$END_S"
 	tl_both_counters_after "$_p-" "$KEEP" "$KEEP"
 	tl_uncapture
+}
+
+# tls_stat FILE: /proc/net/tls_stat of this namespace to raw/FILE, of the server's to
+# raw/server-FILE (read through /proc/thread-self: the reader's own namespace)
+tls_stat() {
+	cat /proc/thread-self/net/tls_stat > "$RAW/$1" || tl_die "cannot read tls_stat here"
+	tl_srv cat /proc/thread-self/net/tls_stat > "$RAW/server-$1" ||
+		tl_die "cannot read tls_stat in the server's namespace"
+}
+
+# ktls_watch OUTFILE RECORD SIDE_ARGS...: sockwatch, every 5 ms, on the ESTAB socket of the
+# part's port, printing each change of its ULP (-c ulp), its raw replies recorded (-r); it ends
+# when the socket leaves ESTAB (-e).  Waits for its ready line; its pid in TL_LAST.  Its own
+# bound (-d) outlasts every bound of the part after it starts: the other watcher's ready, then
+# the client's start and its whole run (READY_S + END_S), twice over.  It was 30 s, and a TCG
+# 6.1 guest on CI's loaded machine (ktls13: 75 s from the client's start to the next part)
+# reached its client's connect after the client's watcher had stopped: "sockwatch saw no socket".
+ktls_watch() {
+	_o=$1 _r=$2
+	shift 2
+	tl_bg "$_o" "$@" -i 5000 -s estab -c ulp -e -d $((2 * (READY_S + END_S) * 1000)) -r "$_r"
+	tl_wait_line "$TL_LAST" "$_o" '^ready ' "$READY_S"
+}
+
+# ktls_part PART PORT VERSION: one connection at that TLS version with kernel TLS asked for on
+# both ends (tls_peer -K).  The client waits 400 ms after the handshake (-w) before its request,
+# so both sockets sit as the handshake left them while sockwatch samples them; tls_stat is read
+# on both ends before and after.
+ktls_part() {
+	_p=$1 _port=$2 _v=$3
+	tl_bg "$RAW/$_p-server.txt" nsenter --net="/run/netns/$TL_NS_SERVER" "$TL_BIN/tls_peer" \
+		-r server -a "$TL_SERVER_ADDR" -p "$_port" -c "$RAW/cert.pem" -k "$RAW/key.pem" \
+		-V "$_v" -K
+	_srv=$TL_LAST
+	tl_wait_line "$_srv" "$RAW/$_p-server.txt" '^ready ' "$READY_S"
+	ktls_watch "$RAW/$_p-sockwatch.txt" "$RAW/$_p-sockwatch.bin" "$TL_BIN/sockwatch" -p "$_port"
+	_cw=$TL_LAST
+	ktls_watch "$RAW/$_p-server-sockwatch.txt" "$RAW/$_p-server-sockwatch.bin" \
+		nsenter --net="/run/netns/$TL_NS_SERVER" "$TL_BIN/sockwatch" -P "$_port"
+	_sw=$TL_LAST
+	tls_stat "$_p-tls-stat-before.txt"
+	tl_both_counters_before "$_p-"
+	tl_capture "$_p-capture" "$TL_CLIENT_IF" "$_port" -s 65535
+	tl_log "$_p: tls_peer -K, TLS $_v, kernel TLS asked for on both ends"
+	tl_bg "$RAW/$_p-client.txt" "$TL_BIN/tls_peer" -r client -a "$TL_SERVER_ADDR" -p "$_port" \
+		-V "$_v" -K -w 400
+	_cli=$TL_LAST
+	tl_wait_exit "$_cli" "$END_S"
+	tl_wait_exit "$_srv" "$END_S"
+	tl_wait_exit "$_cw" $((END_S + 5))
+	tl_wait_exit "$_sw" $((END_S + 5))
+	tl_both_counters_after "$_p-" "$KEEP" "$KEEP"
+	tl_uncapture
+	tls_stat "$_p-tls-stat-after.txt"
 }
 
 # tls_done: the key goes (a throwaway, but a private key all the same); the wire recorded

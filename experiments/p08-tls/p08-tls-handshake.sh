@@ -3,8 +3,13 @@
 #   tls13   TLS 1.3, two connections: a full handshake, then one resumed with the first one's
 #           session ticket (tls_peer -t)
 #   tls12   TLS 1.2, one connection, a full handshake
-# Then kernel TLS: setsockopt(TCP_ULP, "tls") on a TCP socket, its result in ktls.txt (ENOENT
-# where the kernel has no CONFIG_TLS: the part is skipped, and the report says why).
+# Then kernel TLS: setsockopt(TCP_ULP, "tls") on an unconnected TCP socket (tls_peer -r ulp),
+# its result in ktls.txt.  ENOENT where the kernel has no tls ULP: the part is skipped, and the
+# report says why.  ENOTCONN (the ULP is there): two parts with tls_peer -K, OpenSSL handing the
+# records to the kernel, each watched by sockwatch on both ends (-c ulp) and counted in
+# /proc/net/tls_stat on both ends (ktls_part, p08-tls-common.sh):
+#   ktls13  TLS 1.3, one connection
+#   ktls12  TLS 1.2, one connection
 . "$(dirname "$0")/../lib/collect.sh"
 . "$(dirname "$0")/p08-tls-common.sh"
 tl_wire_init "$1"
@@ -12,17 +17,10 @@ PORT13=21080 PORT12=21081
 tls_pair
 tls_part tls13 "$PORT13" "-V 1.3 -n 2" "-V 1.3 -n 2 -t"
 tls_part tls12 "$PORT12" "-V 1.2 -n 1" "-V 1.2 -n 1"
-# TCP_ULP is 31 (include/uapi/linux/tcp.h); the kernel looks the ULP up (and tries to load its
-# module) before it looks at the socket's state, so an unconnected socket shows whether it exists
-python3 -c '
-import errno, socket
-s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-try:
-    s.setsockopt(socket.IPPROTO_TCP, 31, b"tls")
-    print("ktls setsockopt=TCP_ULP value=tls ret=0 errno=none")
-except OSError as e:
-    print(f"ktls setsockopt=TCP_ULP value=tls ret=-1 errno={errno.errorcode.get(e.errno, e.errno)}")
-finally:
-    s.close()
-' > "$RAW/ktls.txt" || tl_die "the TCP_ULP probe failed"
+# kernel TLS where the kernel has the tls ULP: the probe's ENOTCONN says it is there
+"$TL_BIN/tls_peer" -r ulp > "$RAW/ktls.txt" || tl_die "the TCP_ULP probe failed"
+if grep -q ' errno=ENOTCONN$' "$RAW/ktls.txt"; then
+	ktls_part ktls13 21085 1.3
+	ktls_part ktls12 21086 1.2
+fi
 tls_done

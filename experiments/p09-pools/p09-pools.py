@@ -4,9 +4,13 @@ p09-stale-reuse: the server closed the idle connection first; the client reuses 
 its socket in CLOSE-WAIT with the FIN unread; part finlost: the FIN lost, the socket still
 ESTABLISHED) or checks it first (part check: recv MSG_PEEK|MSG_DONTWAIT, poll POLLRDHUP, then a
 new connection).  p09-keepalive: a middlebox forgot the idle flow; SO_KEEPALIVE's probes on the
-wire against IDLE + k*INTVL, and the error the blocked read finally gets.  Standard library
-only."""
+wire against IDLE + k*INTVL, and the error the blocked read finally gets.  p09-pool-saves: what
+the kept connection saves, N requests on N new connections against one (handshakes, segments,
+TIME-WAIT sockets, ports, time), and slow start after idle on a kept connection
+(tcp_slow_start_after_idle 1 and 0: tcp_info's cwnd, the first flight on the wire).  Standard
+library only."""
 import os
+import statistics
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "report"))
@@ -15,9 +19,13 @@ import tcplab_pkt as pkt  # noqa: E402
 import tcplab_wire as tw  # noqa: E402
 
 NAME = "p09-pools"
-STALE, KA = "p09-stale-reuse", "p09-keepalive"
+STALE, KA, SAVES = "p09-stale-reuse", "p09-keepalive", "p09-pool-saves"
+CURL = "p09-curl-nginx"
 UNITS = ((STALE, "stale reuse: the server's idle timeout closed the connection first"),
-         (KA, "keepalive: a middlebox forgot the idle connection"))
+         (KA, "keepalive: a middlebox forgot the idle connection"),
+         (SAVES, "what a pool saves: new connections against one kept connection"),
+         (CURL, "a real pool against a real server: libcurl's connection cache, nginx's "
+          "keepalive_timeout"))
 PARTS = (("reuse", "reused in CLOSE-WAIT, the server's FIN unread"),
          ("finlost", "reused with the server's FIN lost on the way (still ESTABLISHED)"),
          ("check", "checked before reuse (MSG_PEEK, POLLRDHUP), then a new connection"))
@@ -26,6 +34,10 @@ STALE_S = ("TcpPassiveOpens", "TcpOutRsts", "TcpExtTCPAbortOnData", "TcpInSegs",
 KA_C = ("TcpEstabResets", "TcpOutRsts", "TcpExtTCPKeepAlive", "TcpExtTCPAbortOnTimeout",
         "TcpOutSegs", "TcpInSegs")
 KA_S = ("TcpInSegs", "TcpOutSegs", "TcpExtTCPKeepAlive")
+# TcpExtTW too, but not required: a kernel before 5.18 counts a TIME-WAIT socket when its timer
+# ends, 60 s on, so there it does not move within the part and is not listed
+SAVE_C = ("TcpActiveOpens", "TcpOutSegs", "TcpInSegs", "TcpRetransSegs")
+SAVE_S = ("TcpPassiveOpens", "TcpOutSegs", "TcpInSegs")
 CALLS = ("connect", "keepalive", "write", "read", "hold", "idle", "peek", "rdhup", "close")
 # kernel/time/timer.c's wheel (LVL_BITS 6, LVL_CLK_SHIFT 3): (first jiffy count past the
 # level, its granularity in jiffies); how late a keepalive timer may fire
@@ -325,11 +337,470 @@ def ka_lines(k):
     return out + calls_lines(k, "connect()", KA_C, KA_S)
 
 
+# ---- p09-pool-saves --------------------------------------------------------------------------
+
+def syn_mss(segs, path):
+    """The client's MSS as its segments carry it: the SYN's mss option, less the 12 bytes of
+    the timestamp option when the SYN offers it (and the SYN-ACK answers with it)."""
+    syn = next((p for p in segs if p["dir"] == "c>s" and p["flags"] == "S"), None)
+    if syn is None:
+        raise t.RawError(f"{path}: no SYN from the client")
+    opts = syn["opts"].split(",")
+    mss = next((int(o[4:]) for o in opts if o.startswith("mss:") and o[4:].isdigit()), None)
+    if mss is None:
+        raise t.RawError(f"{path}: the SYN has no mss option")
+    synack = next((p for p in segs if p["dir"] == "s>c" and p["flags"] == "SA"), None)
+    ts = "ts" in opts and synack is not None and "ts" in synack["opts"].split(",")
+    return mss - 12 if ts else mss
+
+
+def timewait_of(path):
+    """sockwatch -1 -s time-wait's snapshot → the local addresses of the TIME-WAIT sockets."""
+    out = []
+    for line in t.read_lines(path):
+        if not line.startswith("t_s="):
+            continue
+        f = t.Fields(path, t.kv(line))
+        if f.str("state") != "TIME-WAIT":
+            raise t.RawError(f"{path}: a {f.str('state')} socket in a TIME-WAIT listing")
+        out.append(f.str("local"))
+    return out
+
+
+def port_of(addr):
+    return int(addr.rsplit(":", 1)[1])
+
+
+def saves_part(rawdir, name, want):
+    """Part new or kept: want requests, each timed by the client; the handshakes and segments
+    on veth-c, the ports, the TIME-WAIT sockets left, both sides' counters."""
+    cpath = os.path.join(rawdir, f"{name}-client.txt")
+    calls = read_calls(cpath)
+    conns = [c["f"] for c in calls if c["call"] == "connect"]
+    if not conns or any(c.str("errno") != "none" for c in conns):
+        raise t.RawError(f"{cpath}: a connect() failed or none was made")
+    reqs = [c["f"] for c in calls if c["call"] == "request"]
+    if len(reqs) != want:
+        raise t.RawError(f"{cpath}: {len(reqs)} request lines, params.txt says {want}")
+    start = connect_start(conns[0])
+    cap, capj, segs = capture_of(rawdir, f"{name}-")
+    us = [r.float("us", 0, 1e9) for r in reqs]
+    ss = t.read_ss_sockets(os.path.join(rawdir, f"{name}-ss.txt"))
+    dump = t.read_lines(os.path.join(rawdir, f"{name}-tcpdump-syns.txt"), optional=True)
+    tw_local = timewait_of(os.path.join(rawdir, f"{name}-timewait.txt"))
+    cl, sv = tw.read_both_counters(rawdir, f"{name}-", SAVE_C, SAVE_S)
+    ports = [port_of(c.str("local")) for c in conns]
+    p = {"name": name, "requests": want, "connections": len(conns), "local_ports": ports,
+         "syns": sum(1 for x in segs if x["dir"] == "c>s" and x["flags"] == "S"),
+         "synacks": sum(1 for x in segs if x["dir"] == "s>c" and x["flags"] == "SA"),
+         "segments": len(segs), "segments_client": sum(1 for x in segs if x["dir"] == "c>s"),
+         "segments_server": sum(1 for x in segs if x["dir"] == "s>c"),
+         "timewait": len(tw_local), "timewait_ports": sorted(port_of(a) for a in tw_local),
+         "ss_timewait": None if ss is None else len(ss),
+         "tcpdump_syns": None if dump is None else sum(1 for x in dump if x.strip()),
+         "request_us": us, "median_us": round(statistics.median(us), 1),
+         "min_us": min(us), "max_us": max(us),
+         "median_rest_us": round(statistics.median(us[1:]), 1) if len(us) > 1 else None,
+         "connect_us": [c.float("us", 0, 1e9) for c in conns],
+         "all_ms": round((reqs[-1].int("t_ns") - start) / 1e6, 3),
+         "counters_client": cl, "counters_server": sv, "capture": capj}
+    # the ladder: the first two connections (new), the first three requests (kept)
+    if name == "new":
+        conn_ids = sorted({x["conn"] for x in segs})[:2]
+        shown = [x for x in segs if x["conn"] in conn_ids]
+        mine = [c for c in calls if c["f"].get("i") in ("1", "2")]
+    else:
+        shown = [x for x in segs if x["t_ns"] <= reqs[min(2, len(reqs) - 1)].int("t_ns")]
+        mine = [c for c in calls if c["call"] in CALLS + ("request",)
+                and c["f"].int("t_ns") <= shown[-1]["t_ns"]] if shown else []
+    notes = [call_note(c, start) for c in mine if c["call"] in CALLS + ("request",)]
+    # which connection each segment is of, where two are on the wire at once
+    seg_notes, newest = {}, None
+    for k, x in enumerate(shown):
+        newest = x["conn"] if x["flags"] == "S" else newest
+        if name == "new" and ("S" in x["flags"] or "F" in x["flags"] or x["conn"] != newest):
+            seg_notes[k] = f"connection {x['conn']}"
+    p["_at"] = {"start_ns": start, "raw": shown, "notes": notes, "seg_notes": seg_notes}
+    return p
+
+
+def cc_of(calls, path, at):
+    f = need(calls, path, "cc", at=at)
+    return {"cc": f.str("cc"), "cwnd": f.int("cwnd", 1, 1 << 31),
+            "ssthresh": f.int("ssthresh", 0, 1 << 31), "rto_us": f.int("rto_us", 1, 1 << 31),
+            "srtt_us": f.int("srtt_us", 0, 1 << 31), "t_ns": f.int("t_ns")}
+
+
+def idle_part(rawdir, name, hz, burst):
+    """Part idle or idle-off: the cwnd (tcp_info) around the idle time, and the first flight
+    after it on the wire: the client's data before the server's first ACK."""
+    cpath = os.path.join(rawdir, f"{name}-client.txt")
+    calls = read_calls(cpath)
+    conn = need(calls, cpath, "connect", i=1)
+    start = connect_start(conn)
+    cc = {at: cc_of(calls, cpath, at) for at in ("before", "idle_end", "after")}
+    idle = need(calls, cpath, "idle")
+    sysctls = t.read_sysctl_file(os.path.join(rawdir, f"{name}-sysctls.txt"),
+                                 ("net.ipv4.tcp_slow_start_after_idle",))
+    ssai = t.sysctl_int(sysctls, "net.ipv4.tcp_slow_start_after_idle", cpath, 0, 1)
+    cap, capj, segs = capture_of(rawdir, f"{name}-")
+    mss = syn_mss(segs, cap["path"])
+    data = [x for x in segs if x["dir"] == "c>s" and x["len"] > 0]
+    t_idle = cc["idle_end"]["t_ns"]
+    before = [x for x in data if x["t_ns"] <= t_idle]
+    after = [x for x in data if x["t_ns"] > t_idle]
+    if not before or not after:
+        raise t.RawError(f"{cap['path']}: want data segments before and after the idle time")
+    ack = next((x for x in segs if x["dir"] == "s>c" and x["t_ns"] > after[0]["t_ns"]), None)
+    if ack is None:
+        raise t.RawError(f"{cap['path']}: no segment from the server after the idle time")
+    first = [x for x in after if x["t_ns"] < ack["t_ns"]]
+    flight = sum(x["len"] for x in first)
+    gap_ms = round((after[0]["t_ns"] - before[-1]["t_ns"]) / 1e6, 3)
+    c0, rto_ms = cc["before"]["cwnd"], cc["before"]["rto_us"] // 1000
+    # the gap in whole jiffies (lsndtime and tcp_jiffies32), either way of its fraction
+    jiffy = 1000 / hz
+    want = sorted({tw.restart_cwnd(c0, rto_ms, (gap_ms // jiffy + k) * jiffy) for k in (0, 1)})
+    p = {"name": name, "slow_start_after_idle": ssai, "cc": cc["before"]["cc"],
+         "burst": burst, "idle_ms": idle.float("ms", 0, 1e7), "mss": mss,
+         "cwnd_before": c0, "cwnd_idle_end": cc["idle_end"]["cwnd"],
+         "cwnd_after": cc["after"]["cwnd"], "rto_ms": rto_ms, "gap_ms": gap_ms,
+         "first_flight_bytes": flight, "first_flight_segments": -(-flight // mss),
+         "first_flight_packets": len(first), "restart_want": want if ssai else [c0],
+         "counters_client": tw.read_both_counters(rawdir, f"{name}-", SAVE_C, SAVE_S)[0],
+         "capture": capj}
+    return p
+
+
+def saves(rawdir):
+    par = t.read_kv(os.path.join(rawdir, "params.txt"))
+    n = par.int("requests", 1, 1000)
+    hz = t.read_kv(os.path.join(rawdir, "machine.txt")).int("hz", 1, 100000)
+    burst = par.int("burst", 1, 1 << 20)
+    return {"requests": n, "idle_ms": par.int("idle_ms", 1, 600000),
+            "parts": [saves_part(rawdir, "new", n), saves_part(rawdir, "kept", n),
+                      idle_part(rawdir, "idle", hz, burst),
+                      idle_part(rawdir, "idle-off", hz, burst)]}
+
+
+def n_of(n, word):
+    """"1 SYN", "20 SYNs"."""
+    return f"{n} {word}" + ("" if n == 1 else "s")
+
+
+def us_lines(us, indent="    "):
+    return [indent + " ".join(f"{x:.1f}" for x in us[i:i + 10]) for i in range(0, len(us), 10)]
+
+
+def saves_lines(p):
+    c, s = p["counters_client"], p["counters_server"]
+    what = ("each on a new connection: connect, send, read the reply, close (the client first)"
+            if p["name"] == "new" else "all on one kept connection, closed after the last reply")
+    dump = ("" if p["tcpdump_syns"] is None else
+            f"; tcpdump -r {p['name']}-capture.pcap counts {n_of(p['tcpdump_syns'], 'SYN')}")
+    ss = ("" if p["ss_timewait"] is None else
+          f"; ss -tan state time-wait: {p['ss_timewait']}")
+    ports = sorted(set(p["local_ports"]))
+    span = f"{ports[0]}" if len(ports) == 1 else f"{ports[0]}..{ports[-1]}"
+    out = [f"== {p['name']}: {p['requests']} requests, {what}",
+           f"handshakes: {n_of(p['syns'], 'SYN')} from the client on veth-c, "
+           f"{n_of(p['synacks'], 'SYN-ACK')}"
+           f"{dump}; TcpActiveOpens {tw.delta(c, 'TcpActiveOpens'):+d} (client), "
+           f"TcpPassiveOpens {tw.delta(s, 'TcpPassiveOpens'):+d} (server)",
+           f"segments on veth-c: {p['segments']} ({p['segments_client']} from the client, "
+           f"{p['segments_server']} from the server); TcpOutSegs {tw.delta(c, 'TcpOutSegs'):+d} "
+           f"(client), {tw.delta(s, 'TcpOutSegs'):+d} (server)",
+           f"local ports: {len(ports)} ({span}) for {n_of(p['connections'], 'connection')}",
+           f"TIME-WAIT sockets left on the client: {p['timewait']} (sockwatch, sock_diag){ss}; "
+           + (f"TcpExtTW {tw.delta(c, 'TcpExtTW'):+d}" if "TcpExtTW" in c else
+              "TcpExtTW not listed (it did not move)"),
+           f"time per request (CLOCK_MONOTONIC in the client, from before "
+           f"{'connect()' if p['name'] == 'new' else 'send()'} to the reply's last byte; "
+           "measured on this machine, over the wire's veth):",
+           f"  median {p['median_us']:.1f} us, min {p['min_us']:.1f}, max {p['max_us']:.1f}; "
+           f"the first {p['request_us'][0]:.1f} us"
+           + ("" if p["median_rest_us"] is None else
+              f", the others' median {p['median_rest_us']:.1f} us")
+           + f"; all {p['requests']} done {p['all_ms']:.3f} ms after the first connect()"
+           + ("" if p["name"] != "new" else
+              f"; connect() (the handshake) median {statistics.median(p['connect_us']):.1f} us"),
+           "  each request (us):"] + us_lines(p["request_us"])
+    return out + [""]
+
+
+def idle_lines(p):
+    out = [f"== {p['name']}: tcp_slow_start_after_idle={p['slow_start_after_idle']} in the "
+           f"client's namespace, {p['cc']} (TCP_CONGESTION): {p['burst']} bytes, "
+           f"{p['idle_ms']:.1f} ms idle, {p['burst']} bytes",
+           f"cwnd (tcp_info): {p['cwnd_before']} after the first burst, {p['cwnd_idle_end']} at "
+           f"the end of the idle time (the kernel restarts it only when it next sends), "
+           f"{p['cwnd_after']} after the second burst; RTO {p['rto_ms']} ms",
+           f"the first flight after the idle time (veth-c): {p['first_flight_segments']} "
+           f"segments of {p['mss']} bytes ({p['first_flight_bytes']} bytes, "
+           f"{n_of(p['first_flight_packets'], 'packet')}) before the server's first ACK; "
+           f"{p['gap_ms']:.3f} ms after the last data sent before it"]
+    if p["slow_start_after_idle"]:
+        out.append(f"tcp_cwnd_restart() for cwnd {p['cwnd_before']}, RTO {p['rto_ms']} ms and "
+                   f"that gap: cwnd {' or '.join(map(str, p['restart_want']))}")
+    else:
+        out.append(f"no restart (tcp_slow_start_after_idle=0): the cwnd stays "
+                   f"{p['cwnd_before']}")
+    return out + [""]
+
+
+def saved_lines(new, kept):
+    return [f"== what the kept connection saved, {new['requests']} requests: handshakes "
+            f"{kept['syns']} against {new['syns']}, segments {kept['segments']} against "
+            f"{new['segments']}, TIME-WAIT sockets {kept['timewait']} against {new['timewait']}, "
+            f"local ports {len(set(kept['local_ports']))} against "
+            f"{len(set(new['local_ports']))}; median time per request {kept['median_us']:.1f} "
+            f"us against {new['median_us']:.1f} us (this machine, the veth)", ""]
+
+
+# ---- p09-curl-nginx --------------------------------------------------------------------------
+
+CURL_PARTS = (("kept", "GETs back to back, closer together than nginx's keepalive_timeout"),
+              ("idle", "GETs: the first, a pause until nginx closed the idle connection, then "
+               "the others"),
+              ("finlost", "GETs as in idle, but nginx's FIN lost on the way (nft drops it at "
+               "the client's input)"))
+# what ended each part's pause (the collect script's wait)
+CURL_PAUSE = {"idle": "until the client's socket was in CLOSE-WAIT",
+              "finlost": "until nginx's socket was in FIN-WAIT-1, its FIN lost"}
+CURL_C = ("TcpActiveOpens", "TcpEstabResets", "TcpOutRsts", "TcpInSegs", "TcpOutSegs")
+CURL_S = ("TcpPassiveOpens", "TcpOutRsts", "TcpExtTCPAbortOnData", "TcpInSegs", "TcpOutSegs")
+# libcurl's words about its connection cache (lib/url.c, lib/multi.c, lib/connect.c of 7.88):
+# the lines of its debug text the report quotes
+CURL_WORDS = ("Connected to ", "Re-using existing connection", " seems to be dead",
+              "Closing connection", " left intact", "Connection died", "retrying")
+
+
+def curl_debug(path):
+    """curl_pool -d's file → {request number: [libcurl's quoted text lines (t_ns, text)]}."""
+    out, n = {}, None
+    for line in t.read_lines(path):
+        head, _, rest = line.partition(" ")
+        if not head.startswith("t_ns=") or not rest:
+            raise t.RawError(f"{path}: not a t_ns=T line: {line[:60]}")
+        t_ns = t.num(head[5:], f"{path}: t_ns", 0)
+        if rest.startswith("# request "):
+            n = t.num(rest[10:], f"{path}: request", 1)
+            out[n] = []
+        elif rest.startswith("* ") and n is not None and any(w in rest for w in CURL_WORDS):
+            out[n].append((t_ns, rest[2:].strip()))
+    return out
+
+
+def nginx_view(rawdir, name):
+    """nginx's own view of a part: its access log (per connection, the requests it served) and
+    its debug log (the keepalive timer it armed, in ms, and which connections the client
+    closed: "client ... closed keepalive connection"; the others nginx closed itself)."""
+    apath = os.path.join(rawdir, f"{name}-nginx-access.log")
+    access = [t.Fields(apath, t.kv(x)) for x in t.read_lines(apath)]
+    conns = {}
+    for a in access:
+        conns.setdefault(a.int("connection", 1), []).append(a.int("requests", 1))
+    epath = os.path.join(rawdir, f"{name}-nginx-error.log")
+    timers, closed_by_client, closed, armed = set(), set(), set(), False
+    for line in t.read_lines(epath):
+        w = line.split()
+        cid = next((int(x[1:]) for x in w if x[:1] == "*" and x[1:].isdigit()), None)
+        if "set http keepalive handler" in line:
+            armed = True
+        elif armed and "event timer add:" in line:
+            timers.add(int(line.rsplit(":", 2)[-2].strip()))
+            armed = False
+        if "closed keepalive connection" in line and cid is not None:
+            closed_by_client.add(cid)
+        if "close http connection:" in line and cid is not None:
+            closed.add(cid)
+    return {"access": [{"connection": a.int("connection", 1), "requests": a.int("requests", 1),
+                        "client": a.str("client"), "status": a.int("status", 0)}
+                       for a in access],
+            "requests_per_connection": {str(k): v for k, v in sorted(conns.items())},
+            "keepalive_timer_ms": sorted(timers),
+            "closed_by_nginx": sorted(closed - closed_by_client),
+            "closed_by_client": sorted(closed & closed_by_client)}
+
+
+def conn_view(segs, start):
+    """Each connection on veth-c: its client port, requests (client data segments), who sent
+    the first FIN, the server's FIN after its last data (ms), RSTs."""
+    out = []
+    for cid in sorted({x["conn"] for x in segs}):
+        c = [x for x in segs if x["conn"] == cid]
+        port = next((port_of(x["src"]) for x in c if x["dir"] == "c>s"), None)
+        sfin = next((x for x in c if x["dir"] == "s>c" and "F" in x["flags"]), None)
+        cfin = next((x for x in c if x["dir"] == "c>s" and "F" in x["flags"]), None)
+        sdata = [x for x in c if x["dir"] == "s>c" and x["len"] > 0]
+        first = None if sfin is None and cfin is None else (
+            "server" if cfin is None or (sfin is not None and sfin["t_ns"] < cfin["t_ns"])
+            else "client")
+        out.append({"conn": cid, "local_port": port,
+                    "syn": any(x["dir"] == "c>s" and x["flags"] == "S" for x in c),
+                    "requests": sum(1 for x in c if x["dir"] == "c>s" and x["len"] > 0),
+                    "first_fin": first,
+                    "server_fin_ms": None if sfin is None else pkt.ms(sfin["t_ns"], start),
+                    "server_fin_after_reply_ms": None if sfin is None or not sdata else
+                    round((sfin["t_ns"] - sdata[-1]["t_ns"]) / 1e6, 3),
+                    "client_fin_ms": None if cfin is None else pkt.ms(cfin["t_ns"], start),
+                    # a FIN nobody acknowledged is sent again (finlost under load): all counted
+                    "server_fins": sum(1 for x in c if x["dir"] == "s>c" and "F" in x["flags"]),
+                    "rsts": sum(1 for x in c if "R" in x["flags"])})
+    return out
+
+
+def tcpdump_view(path, segs):
+    """tcpdump -n -r's lines of a part's SYNs, FINs and RSTs → their counts (the FINs nginx
+    sent: from the server's address as tcpdump writes it, IP.PORT), or None without the file."""
+    dump = t.read_lines(path, optional=True)
+    if dump is None or not segs:
+        return None
+    server = (segs[0]["dst"] if segs[0]["dir"] == "c>s" else segs[0]["src"]).replace(":", ".")
+    words = [x.split() for x in dump]
+    if any(len(w) < 7 or w[1] != "IP" or w[5] != "Flags" for w in words):
+        raise t.RawError(f"{path}: not tcpdump -n's lines of IPv4 TCP segments")
+    return {"syns": sum(1 for w in words if w[6] == "[S],"),
+            "fins_server": sum(1 for w in words if w[2] == server and "F" in w[6]),
+            "rsts": sum(1 for w in words if "R" in w[6])}
+
+
+def curl_part(rawdir, name, what, want):
+    cpath = os.path.join(rawdir, f"{name}-client.txt")
+    calls = read_calls(cpath)
+    reqs = [c["f"] for c in calls if c["call"] == "request"]
+    if len(reqs) != want:
+        raise t.RawError(f"{cpath}: {len(reqs)} request lines, params.txt says {want}")
+    start = reqs[0].int("start_ns")
+    words = curl_debug(os.path.join(rawdir, f"{name}-curl-debug.txt"))
+    cap, capj, segs = capture_of(rawdir, f"{name}-")
+    sw_raw, events = watch(rawdir, f"{name}-sockwatch.txt", start)
+    ssw_raw, sevents = watch(rawdir, f"{name}-server-sockwatch.txt", start)
+    cl, sv = tw.read_both_counters(rawdir, f"{name}-", CURL_C, CURL_S)
+    requests = [{"n": r.int("n", 1), "result": r.int("result", 0), "error": r.str("error"),
+                 "code": r.int("code", 0), "bytes": r.int("bytes", 0),
+                 "connects": r.int("connects", 0), "local_port": r.int("local_port", 0),
+                 "us": r.int("us", 0), "t_ms": pkt.ms(r.int("start_ns"), start),
+                 "libcurl": [x[1] for x in words.get(r.int("n", 1), [])]} for r in reqs]
+    p = {"name": name, "what": what, "requests": requests, "connections": conn_view(segs, start),
+         "tcpdump": tcpdump_view(os.path.join(rawdir, f"{name}-tcpdump.txt"), segs),
+         "syns": sum(1 for x in segs if x["dir"] == "c>s" and x["flags"] == "S"),
+         "fins_server": sum(1 for x in segs if x["dir"] == "s>c" and "F" in x["flags"]),
+         "rsts": sum(1 for x in segs if "R" in x["flags"]), "nginx": nginx_view(rawdir, name),
+         "counters_client": cl, "counters_server": sv, "capture": capj,
+         "packets": [tw.packet_json(x, start) for x in segs]}
+    notes = [(r.int("start_ns"), f"client: request n={r.str('n')} connects={r.str('connects')} "
+              f"local_port={r.str('local_port')} {r.str('error')}") for r in reqs]
+    notes += [(t_ns, f"libcurl: {text}") for ws in words.values() for t_ns, text in ws
+              if "Connected to" not in text]
+    idle = call(calls, "idle")
+    if idle is not None:
+        # the cached connection when libcurl took it up again: its socket on each side
+        local = f"{segs[0]['src']}" if segs and segs[0]["dir"] == "c>s" else None
+        mine = [e for e, r in zip(events, sw_raw) if r.str("local") == local]
+        theirs = [e for e, r in zip(sevents, ssw_raw) if r.str("peer") == local]
+        at = idle.int("t_ns")
+        cbef, sbef = state_before(mine, at, start), state_before(theirs, at, start)
+        rq = next((r.int("rq") for e, r in zip(events, sw_raw) if e is cbef), None)
+        p.update(pause_ms=idle.float("ms", 0, 1e7), pause_before=idle.int("n", 1),
+                 client_state_before=cbef["state"] if cbef else None, client_rq_before=rq,
+                 server_state_before=sbef["state"] if sbef else None,
+                 ss=t.read_ss_sockets(os.path.join(rawdir, f"{name}-ss.txt")))
+        notes += side_notes(mine, start, "client") + side_notes(theirs, start, "server")
+    p["_at"] = {"start_ns": start, "raw": segs, "notes": notes}
+    return p
+
+
+def curl_nginx(rawdir):
+    par = t.read_kv(os.path.join(rawdir, "params.txt"))
+    want = par.int("requests", 1, 1000)
+    lib = read_calls(os.path.join(rawdir, "kept-client.txt"))
+    version = t.one_line_file(os.path.join(rawdir, "nginx-version.txt"),
+                              r"nginx version: nginx/[0-9][0-9A-Za-z.~+-]*", "nginx -v's line")
+    if version is None:
+        raise t.RawError(f"{rawdir}/nginx-version.txt: not there")
+    return {"keepalive_ms": par.int("keepalive_ms", 1, 600000), "requests": want,
+            "libcurl": need(lib, "kept-client.txt", "libcurl").str("version"),
+            "nginx": version.split(": ", 1)[1],
+            "parts": [curl_part(rawdir, n, w, want) for n, w in CURL_PARTS]}
+
+
+def curl_lines(r, p):
+    out = [f"== {p['name']}: {r['requests']} {p['what']}"]
+    for q in p["requests"]:
+        if p.get("pause_before") == q["n"]:
+            cs = p["client_state_before"] or "gone"
+            out.append(f"pause before request {q['n']}: {p['pause_ms']:.1f} ms, "
+                       f"{CURL_PAUSE[p['name']]}; then the client's socket {cs}"
+                       + ("" if p["client_rq_before"] is None else f", rq={p['client_rq_before']}")
+                       + f" (sockwatch), nginx's {p['server_state_before'] or 'gone'}")
+        out.append(f"request {q['n']} at {q['t_ms']:.3f} ms: {q['error']} (result {q['result']}), "
+                   f"HTTP {q['code']}, {q['bytes']} bytes; CURLINFO_NUM_CONNECTS {q['connects']}, "
+                   f"local port {q['local_port']}; {q['us'] / 1000:.3f} ms (TOTAL_TIME)")
+        out += [f"  libcurl: {x}" for x in q["libcurl"]]
+    out.append(f"on veth-c: {n_of(len(p['connections']), 'connection')}, "
+               f"{n_of(p['syns'], 'SYN')} from the client, {n_of(p['fins_server'], 'FIN')} "
+               f"from nginx, {n_of(p['rsts'], 'RST')}")
+    if p["tcpdump"] is not None:
+        d = p["tcpdump"]
+        out.append(f"  tcpdump -r {p['name']}-capture.pcap reads {n_of(d['syns'], 'SYN')}, "
+                   f"{n_of(d['fins_server'], 'FIN')} from nginx, {n_of(d['rsts'], 'RST')}")
+    for c in p["connections"]:
+        fin = ("no FIN" if c["first_fin"] is None else
+               f"nginx's FIN first, {c['server_fin_after_reply_ms']:.3f} ms after its last reply"
+               if c["first_fin"] == "server" else "the client's FIN first (libcurl closed it)")
+        again = ("" if c["server_fins"] < 2 else
+                 f" (nginx's FIN sent {c['server_fins']} times: the first was never acknowledged)")
+        out.append(f"  port {c['local_port']}: {n_of(c['requests'], 'request')} sent; {fin}{again}")
+    ng = p["nginx"]
+    per = "; ".join(f"connection {k}: requests {','.join(map(str, v))}"
+                    for k, v in ng["requests_per_connection"].items())
+    out.append(f"nginx's access log ($connection, $connection_requests): {per}")
+    out.append("nginx's debug log: keepalive timer "
+               + (", ".join(f"{x} ms" for x in ng["keepalive_timer_ms"]) or "none")
+               + " (event timer add); closed by nginx: "
+               + (", ".join(f"*{x}" for x in ng["closed_by_nginx"]) or "none")
+               + "; closed by the client (\"client ... closed keepalive connection\"): "
+               + (", ".join(f"*{x}" for x in ng["closed_by_client"]) or "none"))
+    if p.get("ss"):
+        out.append("ss -tno of the cached socket before the next request: "
+                   + "; ".join(s["line"] for s in p["ss"]))
+    c = p["counters_client"]
+    out.append(f"client TcpActiveOpens {tw.delta(c, 'TcpActiveOpens'):+d}, TcpEstabResets "
+               f"{tw.delta(c, 'TcpEstabResets'):+d}; server TcpOutRsts "
+               f"{tw.delta(p['counters_server'], 'TcpOutRsts'):+d}, TcpExtTCPAbortOnData "
+               f"{tw.delta(p['counters_server'], 'TcpExtTCPAbortOnData'):+d}")
+    return out + calls_lines(p, "request 1's start", CURL_C, CURL_S)
+
+
+def curl_against_stale(curl, stale_run):
+    """One line: libcurl's check before reuse against p09-stale-reuse's client, which writes."""
+    by = {p["name"]: p for p in curl["parts"]}
+    idle, lost = by["idle"], by["finlost"]
+    q = next(x for x in idle["requests"] if x["n"] == idle.get("pause_before"))
+    ql = next(x for x in lost["requests"] if x["n"] == lost.get("pause_before"))
+    died = next((x for x in ql["libcurl"] if x.startswith("Connection died")), "no retry")
+    mine = (f"libcurl (part idle) checked the cached connection before reuse and found it "
+            f"dead: {q['error']}, a new connection (NUM_CONNECTS {q['connects']}), "
+            f"{n_of(idle['rsts'], 'RST')} on the wire; with the FIN lost the check passed, "
+            f"{n_of(lost['rsts'], 'RST')}, \"{died}\", {ql['error']}")
+    if stale_run is None:
+        return [mine + "; p09-stale-reuse not run (./run.sh p09-stale-reuse), the client that "
+                "writes without a check", ""]
+    sby = {p["name"]: p for p in stale_run["parts"]}
+    r, f = sby["reuse"], sby["finlost"]
+    return [mine + "; p09-stale-reuse's pool_client wrote on it without a check: "
+            f"{n_of(r['server_rsts'], 'RST')} from the server, the read ret={r['read2_ret']}, "
+            f"the second write {r['write3_errno']} (with the FIN lost: read "
+            f"{f['read2_errno']})", ""]
+
+
 def rows_of(name, part):
     at = part["_at"]
     calls = [n for n in at["notes"] if n[1].startswith("client: ")]
     return [{"sep": name}] + pkt.ladder_rows(at["raw"], at["start_ns"],
-                                             [n for n in at["notes"] if n not in calls] + calls)
+                                             [n for n in at["notes"] if n not in calls] + calls,
+                                             at.get("seg_notes"))
 
 
 def public(part):
@@ -337,8 +808,9 @@ def public(part):
 
 
 def build(rawroot, outdir):
+    readers = {STALE: stale, KA: keepalive, SAVES: saves, CURL: curl_nginx}
     runs, partial = t.group_runs(rawroot, NAME, dict(UNITS),
-                                 lambda rd, unit: stale(rd) if unit == STALE else keepalive(rd))
+                                 lambda rd, unit: readers[unit](rd))
     first = os.path.join(rawroot, next(iter(runs)))
     kernel = t.kernel_release(first)
     lines = [f"{NAME}: a kept connection reused after an idle time",
@@ -350,6 +822,10 @@ def build(rawroot, outdir):
         if unit in partial:
             lines += [f"# {title}: not reported: {partial[unit]} (partial raw output in "
                       f"raw/{unit}/)", ""]
+            continue
+        if unit not in runs and unit == CURL and t.under_vm(first):
+            lines += [f"# {title}: not run in a guest: host only (its '# qemu no:' line in "
+                      "experiments/units: the guest has no nginx)", ""]
             continue
         if unit not in runs:
             lines += [f"# {title}: not run (./run.sh {unit})", ""]
@@ -365,13 +841,34 @@ def build(rawroot, outdir):
                     s["line"] for s in r["ss"]), ""]
             obj[STALE] = {"parts": {p["name"]: public(p) for p in r["parts"]}, "ss": r["ss"],
                           "idle_timeout_ms": r["params"].int("idle_ms", 1, 600000)}
-        else:
+        elif unit == KA:
             lines += ka_lines(r)
             rows += rows_of("keepalive", r)
             obj[KA] = public(r)
+        elif unit == CURL:
+            lines.append(f"libcurl {r['libcurl']} (curl_pool: one easy handle), "
+                         f"{r['nginx']} with keepalive_timeout {r['keepalive_ms']}ms")
+            lines.append("")
+            for p in r["parts"]:
+                lines += curl_lines(r, p)
+                rows += rows_of(f"curl {p['name']}", p)
+            lines += curl_against_stale(r, runs.get(STALE))
+            obj[CURL] = {"keepalive_ms": r["keepalive_ms"], "requests": r["requests"],
+                         "libcurl": r["libcurl"], "nginx": r["nginx"],
+                         "parts": {p["name"]: public(p) for p in r["parts"]}}
+        else:
+            by = {p["name"]: p for p in r["parts"]}
+            lines += saves_lines(by["new"]) + saves_lines(by["kept"])
+            lines += saved_lines(by["new"], by["kept"])
+            lines += idle_lines(by["idle"]) + idle_lines(by["idle-off"])
+            rows += rows_of("new (the first two)", by["new"])
+            rows += rows_of("kept (the first three requests)", by["kept"])
+            obj[SAVES] = {"requests": r["requests"], "idle_ms": r["idle_ms"],
+                          "parts": {p["name"]: public(p) for p in r["parts"]}}
     # the top-level keys every .json has describe the first part that ran (docs/output-format.md):
     # its client's counters; no single result, errno or time stands for the report
-    first = runs[STALE]["parts"][0] if STALE in runs else runs[KA]
+    first = (runs[STALE]["parts"][0] if STALE in runs else runs[KA] if KA in runs
+             else runs[SAVES]["parts"][0] if SAVES in runs else runs[CURL]["parts"][0])
     obj.update(counters=first["counters_client"], result=None, errno=None, elapsed_s=None)
     tw.write_with_ladder(outdir, NAME, lines + tw.ladder_lines(rows), obj, rows)
 

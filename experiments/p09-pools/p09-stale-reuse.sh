@@ -38,18 +38,8 @@ part() {
 		-q "$REQUEST" -r "$REPLY"
 	SERVER=$TL_LAST
 	tl_wait_line "$SERVER" "$RAW/$_p-server.txt" '^ready ' 5
-	tl_both_counters_before "$_p-"
-	tl_capture "$_p-capture" "$TL_CLIENT_IF" "$_port"
 	# shellcheck disable=SC2086 # options, split on purpose
-	tl_bg "$RAW/$_p-server-sockwatch.txt" nsenter --net="/run/netns/$TL_NS_SERVER" \
-		"$TL_BIN/sockwatch" -i "$TL_WATCH_US" -4 $STATES -P "$_port" -c rq,wq
-	SW=$TL_LAST
-	tl_wait_line "$SW" "$RAW/$_p-server-sockwatch.txt" '^ready ' 5
-	# shellcheck disable=SC2086
-	tl_bg "$RAW/$_p-sockwatch.txt" "$TL_BIN/sockwatch" -i "$TL_WATCH_US" -4 $STATES \
-		-p "$_port" -c rq,wq
-	CW=$TL_LAST
-	tl_wait_line "$CW" "$RAW/$_p-sockwatch.txt" '^ready ' 5
+	tl_part_watch "$_p" "$_port" -4 $STATES -c rq,wq
 	tl_log "$_p: server idle timeout $IDLE_MS ms; client -m $4"
 	tl_bg "$RAW/$_p-client.txt" "$TL_BIN/pool_client" -a "$TL_SERVER_ADDR" -p "$_port" \
 		-q "$REQUEST" -r "$REPLY" -H -m "$4"

@@ -78,6 +78,11 @@ def read_wire(rawdir):
     return sides
 
 
+def nft_rule_text(r):
+    """An nft rule as the reports print it: the rule, its verdict and its counter's packets."""
+    return f"{r['rule']} {r['verdict']}: counter packets {r['packets']}"
+
+
 def wire_lines(wire):
     """Each side's link and its nft rules with their counters, as lines."""
     out = []
@@ -87,7 +92,7 @@ def wire_lines(wire):
         out.append(f"  {name:<6} {k['name']:<7} mtu {k['mtu']:<6} qdisc {k['qdisc']:<8} "
                    f"state {k['state']}")
         for r in s["rules"]:
-            out.append(f"         nft: {r['rule']} {r['verdict']}: counter packets {r['packets']}")
+            out.append(f"         nft: {nft_rule_text(r)}")
     return out
 
 
@@ -470,3 +475,19 @@ def write_with_ladder(outdir, name, lines, obj, rows, client=CLIENT_COL, server=
         t.write_outputs(outdir, name, lines + said, obj, made)
     finally:
         pkt.drop_made(made)
+
+
+INIT_CWND = 10      # TCP_INIT_CWND (include/net/tcp.h)
+
+
+def restart_cwnd(cwnd, rto_ms, idle_ms):
+    """tcp_cwnd_restart() (net/ipv4/tcp_output.c), the cwnd a connection idle IDLE_MS restarts
+    with: restart_cwnd = min(TCP_INIT_CWND, cwnd); while (delta -= rto) > 0 and cwnd >
+    restart_cwnd, cwnd >>= 1; then max(cwnd, restart_cwnd).  p04-slow-start and p09-pools."""
+    restart, c, d = min(INIT_CWND, cwnd), cwnd, idle_ms
+    while True:
+        d -= rto_ms
+        if d <= 0 or c <= restart:
+            break
+        c >>= 1
+    return max(c, restart)

@@ -17,6 +17,14 @@ words run.sh has always printed), the first bad thing found, in file order.
         checked (rows() below): vm.sh, started by run.sh, which checked it, makes its own
         checks and its own refusals (a netns it cannot give, a script not there)
 
+    tcplab_units.py knobs EXPDIR [--export] [--set NAME=VALUE]... -- UNIT...
+        the knobs of UNIT... (run.sh: the units named, else every unit) resolved, each from
+        --set, else its table's env variable (from the environment), else its default, as bash
+        code setting run.sh's K_VALUE and K_GIVEN ("UNIT:NAME" keys); --export adds, for a
+        --kernel guest, each unit's TL_UNIT_KNOBS_<UNIT>="NAME=VALUE ..." (the guest's init
+        gives a unit its own); a bad setting or env value: its one line on stdout, exit 2 (run.sh
+        says it, under --ktap too); a bad table: as shell
+
 Standard library only; run by Debian's /usr/bin/python3.
 """
 
@@ -263,6 +271,92 @@ def shell(t):
     return "\n".join(out) + "\n"
 
 
+class KnobError(Exception):
+    """A bad --set or env value: str() is run.sh's one line (without "run.sh: "), exit 2."""
+
+
+def _printable(value):
+    """VALUE as run.sh's ${v//[![:print:]]/?} under LC_ALL=C shows it: each byte outside
+    0x20..0x7e a '?'."""
+    return "".join(chr(b) if 0x20 <= b <= 0x7e else "?"
+                   for b in value.encode("utf-8", "surrogateescape"))
+
+
+def knob_want(rng):
+    """What a knob's value must be, for a refusal."""
+    if ".." in rng:
+        return f"want a whole number {rng}"
+    return "want one of " + rng.replace("|", ", ")
+
+
+def _no_such_knob(t, units):
+    if not units:
+        return "--set needs the units named (./run.sh UNIT --set NAME=VALUE)"
+    have = "; ".join(f"{u} has {', '.join(t.knobs[u])}" for u in units if t.knobs.get(u))
+    return (f"no such knob for {' '.join(units)} ({have or 'no knobs there'}; "
+            "./run.sh UNIT --help)")
+
+
+def resolve_knobs(t, units, settings, environ):
+    """Each knob of UNITS: (K_VALUE, K_GIVEN) by "UNIT:NAME", from SETTINGS (NAME=VALUE, --set),
+    else the knob's env variable in ENVIRON, else its default; KnobError for a malformed
+    setting, a name given twice or that none of UNITS has, a value out of its range."""
+    setv = {}
+    for s in settings:
+        m = re.fullmatch(r"([a-z][a-z0-9_]*)=(.*)", s, re.S)
+        if not m:
+            raise KnobError(f"--set '{_printable(s)}': want NAME=VALUE "
+                            "(./run.sh UNIT --help lists its knobs)")
+        k, v = m.group(1), m.group(2)
+        if k in setv:
+            raise KnobError(f"--set {k} given twice")
+        found = False
+        for u in units:
+            if k not in t.knobs.get(u, ()):
+                continue
+            found = True
+            if not knob_ok(t.k_range[f"{u}:{k}"], v):
+                raise KnobError(f"--set {k}='{_printable(v)}': "
+                                f"{knob_want(t.k_range[f'{u}:{k}'])} ({u})")
+        if not found:
+            raise KnobError(f"--set {k}: {_no_such_knob(t, units)}")
+        setv[k] = v
+    value, given = {}, {}
+    for u in units:
+        for k in t.knobs.get(u, ()):
+            key = f"{u}:{k}"
+            env = t.k_env[key]
+            if k in setv:
+                v = setv[k]
+                given[key] = "1"
+            elif env and environ.get(env):
+                v = environ[env]
+                given[key] = "1"
+                if not knob_ok(t.k_range[key], v):
+                    raise KnobError(f"{env}='{_printable(v)}' (knob {k} of {u}): "
+                                    f"{knob_want(t.k_range[key])}")
+            else:
+                v = t.k_default[key]
+            value[key] = v
+    return value, given
+
+
+def unit_var(unit):
+    """UNIT as a part of a variable name (p01-synack-lost: P01_SYNACK_LOST)."""
+    return unit.upper().replace("-", "_")
+
+
+def knobs_shell(t, units, value, given, export):
+    """Bash code setting K_VALUE and K_GIVEN; with EXPORT each unit's TL_UNIT_KNOBS_<UNIT>."""
+    out = [_bash_assoc("K_VALUE", value), _bash_assoc("K_GIVEN", given)]
+    if export:
+        for u in units:
+            v = " ".join(f"{k.upper()}={value[f'{u}:{k}']}" for k in t.knobs.get(u, ()))
+            if v:
+                out.append(f"export TL_UNIT_KNOBS_{unit_var(u)}={shlex.quote(v)}")
+    return "\n".join(out) + "\n"
+
+
 def _write(stream, text):
     stream.buffer.write(text.encode("utf-8", "surrogateescape"))
     stream.flush()
@@ -270,9 +364,12 @@ def _write(stream, text):
 
 def main(argv):
     usage = ("usage: tcplab_units.py shell EXPDIR\n"
-             "       tcplab_units.py get EXPDIR UNIT FIELD...\n")
+             "       tcplab_units.py get EXPDIR UNIT FIELD...\n"
+             "       tcplab_units.py knobs EXPDIR [--export] [--set NAME=VALUE]... -- UNIT...\n")
     if len(argv) == 3 and argv[1] == "shell":
         mode = "shell"
+    elif len(argv) >= 4 and argv[1] == "knobs":
+        return _knobs_main(argv)
     elif len(argv) >= 5 and argv[1] == "get":
         mode = "get"
         bad = [f for f in argv[4:] if f not in COLUMNS and f != "script"]
@@ -301,6 +398,40 @@ def main(argv):
         _write(sys.stderr, f"{PROG}: {e}\n")
         return 1
     _write(sys.stdout, shell(t))
+    return 0
+
+
+def _knobs_main(argv):
+    exp, opts = argv[2], argv[3:]
+    export, settings = False, []
+    while opts and opts[0] != "--":     # a setting may itself be "--": read in pairs
+        if opts[0] == "--export":
+            export, opts = True, opts[1:]
+        elif opts[0] == "--set" and len(opts) >= 2:
+            settings.append(opts[1])
+            opts = opts[2:]
+        else:
+            _write(sys.stderr, f"tcplab_units.py knobs: bad argument '{_printable(opts[0])}'\n")
+            return 2
+    if not opts:
+        _write(sys.stderr, "tcplab_units.py knobs: no '--' before the units\n")
+        return 2
+    units = opts[1:]
+    try:
+        t = load(exp)
+    except TableError as e:
+        _write(sys.stderr, f"{PROG}: {e}\n")
+        return 1
+    bad = [u for u in units if u not in t.cols["set"]]
+    if bad:     # run.sh checked the names: a caller's bug
+        _write(sys.stderr, f"tcplab_units.py knobs: no unit '{_printable(bad[0])}'\n")
+        return 70
+    try:
+        value, given = resolve_knobs(t, units, settings, os.environ)
+    except KnobError as e:
+        _write(sys.stdout, f"{e}\n")
+        return 2
+    _write(sys.stdout, knobs_shell(t, units, value, given, export))
     return 0
 
 

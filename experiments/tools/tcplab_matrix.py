@@ -471,6 +471,69 @@ def f_poll_scaling(r, f):
     f.add("select-refused-at-k", "select() refused at K", "exact", r.get("select_refused_at_k"))
 
 
+def f_tls(r, f):
+    k = r.get("ktls") or {}
+    f.add("ulp-probe", 'kernel TLS: setsockopt(TCP_ULP, "tls") on an unconnected socket', "exact",
+          f"{k.get('ret')} {k.get('errno')}", causes=["p08-tls-ktls"])
+    for p in r.get("ktls_parts") or []:
+        name = p.get("part")
+        for side in ("client", "server"):
+            s = p.get(side) or {}
+            f.add(f"{name}-{side}-moved", f"{name}: {side}: send / recv in the kernel", "exact",
+                  f"{s.get('send')}/{s.get('recv')}", causes=["p08-tls-ktls"])
+            on = [u for u in s.get("ulp_states") or [] if u.get("ulp") == "tls"]
+            f.add(f"{name}-{side}-ulp", f"{name}: {side}: the ULP sock_diag last showed", "exact",
+                  " ".join(f"{x}={on[-1].get(x)}" for x in ("tls_version", "tls_cipher", "tls_tx",
+                                                            "tls_rx")) if on else None,
+                  causes=["p08-tls-ktls"])
+            f.add(f"{name}-{side}-stats", f"{name}: {side}: tls_stat counters listed", "exact",
+                  len(s.get("tls_stat_after") or {}), causes=["p08-tls-tls-stat"])
+    rec = r.get("records") or {}
+    for p in rec.get("parts") or []:
+        if isinstance(p, dict) and p.get("part") == "record":
+            f.add("record-record", "records: one 16 KiB SSL_write(): the records' lengths",
+                  "exact", " ".join(str(x.get("length")) for x in p.get("records") or []))
+            f.add("record-segments", "records: the segments that carried it", "exact",
+                  len(p.get("segments") or []))
+    for p in rec.get("stall") or []:
+        f.add(f"{p.get('part')}-delayed-acks",
+              f"records, {p.get('part')}: server DelayedACKs, {p.get('requests')} requests",
+              "exact", get(p, "delayed_acks.server"))
+
+
+def named(obj):
+    """A report's parts, a dict by name or a list of dicts that carry their name."""
+    if isinstance(obj, list):
+        return [(p.get("name"), p) for p in obj if isinstance(p, dict)]
+    return items(obj)
+
+
+def f_pools(r, f):
+    # the parts that reuse the connection (part check closes it instead, and its server's
+    # state is sampled while the client's close is on its way: a timing, not a fact)
+    for name, p in named(get(r, "p09-stale-reuse.parts")):
+        if "read2_ret" not in p:
+            continue
+        f.add(f"{name}-server-state", f"{name}: the server's socket before the reuse", "exact",
+              p.get("server_state_before"))
+        f.add(f"{name}-errors", f"{name}: the read after the reuse / the write after it", "exact",
+              f"{p.get('read2_errno') if p.get('read2_ret') == -1 else p.get('read2_ret')} / "
+              f"{p.get('write3_errno') if p.get('write3_ret') == -1 else p.get('write3_ret')}")
+    ka = r.get("p09-keepalive") or {}
+    if ka:
+        probes = ka.get("probes")
+        f.add("keepalive-probes", "keepalive: probes before the reset",
+              "exact", len(probes) if isinstance(probes, list) else probes)
+        f.add("keepalive-error", "keepalive: the blocked read's error", "exact",
+              get(ka, "final_read.errno"))
+    for name, p in named(get(r, "p09-pool-saves.parts")):
+        if "syns" in p:
+            f.add(f"{name}-syns", f"{name}: SYNs for {p.get('requests')} requests", "exact",
+                  p.get("syns"))
+            f.add(f"{name}-timewait", f"{name}: TIME-WAIT sockets left on the client", "exact",
+                  p.get("timewait"))
+
+
 EXTRACT = {
     "p01-machine": f_machine, "p01-synretry": f_synretry, "p01-connect-time": f_connect_time,
     "p01-timeout": f_timeout, "p01-strace": f_strace,
@@ -483,6 +546,7 @@ EXTRACT = {
     "p05-close": f_close, "p05-close-wait": f_close_wait,
     "p05-fin-wait2-timeout": f_fin_wait2_timeout, "p06-time-wait": f_time_wait,
     "p06-port-exhaustion": f_port_exhaustion, "connect-modes": f_connect_modes,
+    "p08-tls": f_tls, "p09-pools": f_pools,
     "accept-path": f_accept_path, "poll-scaling": f_poll_scaling,
 }
 
