@@ -1,5 +1,6 @@
 """Shared pytest fixtures: one build per session, fresh network namespaces, program runners."""
 import os
+import re
 import secrets
 import shutil
 import subprocess
@@ -91,8 +92,19 @@ def shared_setup_group(item):
         if not defs or name in CHEAP_SHARED_FIXTURES or defs[-1].scope not in ("module", "session"):
             continue
         param = getattr(item, "callspec", None) and item.callspec.params.get(name)
-        return f"{defs[-1].baseid}::{name}" + ("" if param is None else f"[{param}]")
+        return group_name(f"{defs[-1].baseid}::{name}", param)
     return None
+
+
+def group_name(base, param):
+    """BASE, or BASE=PARAM for a parametrized fixture, as an xdist group: no '[', ']' or '@'.
+    xdist appends '@GROUP' to the node id and reads the group back only when its '@' comes after
+    the id's last ']' (xdist/scheduler/loadgroup.py, _split_scope): a group ending in ']' (the
+    old 'guest_run[(6.12, 1400)]') silently grouped nothing, and each of its tests booted a guest
+    of its own (CI: 14 boots for 2)."""
+    if param is None:
+        return base
+    return f"{base}={re.sub(r'[][@]', '_', str(param))}"
 
 
 @pytest.hookimpl(tryfirst=True)   # before xdist reads the xdist_group marks (--dist loadgroup)
@@ -108,6 +120,31 @@ def pytest_collection_modifyitems(config, items):
         group = shared_setup_group(item)
         if group is not None:
             item.add_marker(pytest.mark.xdist_group(group))
+
+
+# TCPLAB_CPU_LOG=FILE: one line per test phase, "NODEID PHASE USER_S SYS_S WALL_S", the CPU of the
+# worker and of the children it waited for (run.sh and all it ran) in that phase; what make
+# test's wall time is made of on two cores (docs/reliability.md, "Test tiers").  Off unless set.
+CPU_LOG = os.environ.get("TCPLAB_CPU_LOG")
+
+
+def _cpu():
+    import resource
+    import time
+    a, b = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return a.ru_utime + b.ru_utime, a.ru_stime + b.ru_stime, time.monotonic()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    if not CPU_LOG:
+        yield
+        return
+    t0 = _cpu()
+    yield
+    t1 = _cpu()
+    with open(CPU_LOG, "a") as f:
+        f.write(f"{item.nodeid} all {t1[0] - t0[0]:.3f} {t1[1] - t0[1]:.3f} {t1[2] - t0[2]:.3f}\n")
 
 
 @pytest.fixture(scope="session")

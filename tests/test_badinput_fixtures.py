@@ -65,7 +65,7 @@ FIXTURES = {
     "queue_clients": (["-p", PORT, "-n", "1"],
                       {"p": PORTK, "a": ADDR, "n": num(1, 512), "m": ("choice", ["seq", "burst"]),
                        "B": num(1, 65535), "s": num(1, 65536), "w": num(0, 60000), "H": FLAG}),
-    "kmsg_watch": ([], {"g": STR}),
+    "kmsg_watch": ([], {"g": STR, "t": FLAG}),
     "fill_sender": (["-p", PORT], {"p": PORTK, "a": ADDR, "b": num(1, 1073741823),
                                    "u": num(0, 2147483647), "c": num(1, 16777216)}),
     "stall_reader": (["-p", PORT], {"p": PORTK, "a": ADDR, "r": num(1, 1073741823)}),
@@ -83,6 +83,8 @@ FIXTURES = {
     "peer": (["-r", "server", "-p", PORT],
              {"r": ("choice", ["client", "server"]), "p": PORTK, "a": ADDR,
               "B": num(1, 65535), "R": num(0, 1), "n": num(0, 1000000), "s": STR}),
+    "curl_pool": (["-p", PORT], {"p": PORTK, "a": ADDR, "n": num(1, 1000), "b": num(2, 1000),
+                                 "i": num(0, 600000), "H": FLAG, "d": STR}),
 }
 # Options without which the fixture refuses to run ("missing -X ...").
 REQUIRED = {
@@ -91,7 +93,7 @@ REQUIRED = {
     "echo_server": "pb", "echo_load": "p", "fill_sender": "p", "stall_reader": "p",
     "rr_server": "p", "rr_client": "pn",
     "stream_send": "p", "stream_recv": "p",
-    "queue_clients": "pn", "kmsg_watch": "", "peer": "rp",
+    "queue_clients": "pn", "kmsg_watch": "", "peer": "rp", "curl_pool": "p",
 }
 # Fixtures that bind -p themselves: a second one on a port in use is the user's mistake.
 BINDERS = {"listener": [], "accept_server": [], "echo_server": [], "accept_latency": ["-n", "1",
@@ -120,6 +122,10 @@ CONFLICTS = [
     ("peer", ["-r", "client", "-p", PORT, "-s", "send:5,close,recv:1"], "after close"),
     ("peer", ["-r", "client", "-p", PORT, "-s", "sned:5"], "-s: 'sned:5': unknown step"),
     ("peer", ["-r", "client", "-p", PORT, "-s", "send:0"], "out of range"),
+    ("curl_pool", ["-p", PORT, "-n", "3", "-b", "4"], "past the last request"),
+    ("curl_pool", ["-p", PORT, "-H"], "-i and -H need -b"),
+    ("curl_pool", ["-p", PORT, "-i", "5"], "-i and -H need -b"),
+    ("curl_pool", ["-p", PORT, "-b", "2", "-H", "-i", "5"], "exclude each other"),
 ]
 
 BIG = ["9223372036854775808", "-9223372036854775809", "18446744073709551616",

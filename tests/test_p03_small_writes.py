@@ -117,10 +117,15 @@ def check_facts(j, rawdir=None, drops=0):
     # the stall: the median request is one delayed-ACK timer, which the timer wheel rounds up by
     # one jiffy (calc_index); one more jiffy of slack for a late timer softirq
     assert timer - jiffy <= base["p50"] <= timer + 3 * jiffy, (base["p50"], c)
-    # every stalled request is one firing of the server's delayed-ACK timer, seen twice: the
-    # server's DelayedACKs and the pure ACKs in the capture that came a timer after the segment
+    # every firing of the server's delayed-ACK timer is an ACK in the capture that came a timer
+    # after its segment: the server's DelayedACKs against those waits. Under load a few more
+    # waits: a server run late reads the body and its read sends the ACK (tcp_cleanup_rbuf), or
+    # the timer fires while the reader holds the socket and that read's ACK clears the deferred
+    # timer (DelayedACKLocked, not DelayedACKs): CI saw 100 waits for 99 firings
     stalls = base["counters_server"]["TcpExtDelayedACKs"]
-    assert stalls == base["ack_waits_over_timer"], (stalls, base["ack_waits_over_timer"])
+    slack = base["requests"] // 20
+    assert stalls <= base["ack_waits_over_timer"] <= stalls + slack, \
+        (stalls, base["ack_waits_over_timer"])
     # the capture's gap between the header and its ACK: never early (the wheel rounds up), one
     # timer plus the rounding (a jiffy) and the trip, a jiffy of slack for a late softirq
     tw = base["timer_wait_ms"]

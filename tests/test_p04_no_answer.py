@@ -17,17 +17,32 @@ import subprocess
 
 import pytest
 
+from unit_live import load, run_unit
 from unit_replay import Report, missing, no_line, replace, write, wheel_gran_ms, PY
 
 NAME = "p04-no-answer"
+DEFAULT = NAME + "-default"
 R = Report(NAME)
+RTO_MAX = 120000        # TCP_RTO_MAX, net.ipv4.tcp_rto_max_ms's default where there is one
 
 
-def budget(retries2):
-    return ((2 << retries2) - 1) * 200
+def budget(retries2, rto_max=RTO_MAX):
+    """tcp_model_timeout(): doubling from 200 ms up to ilog2(rto_max / 200) retries, then one
+    rto_max per retry."""
+    k = (rto_max // 200).bit_length() - 1
+    if retries2 <= k:
+        return ((2 << retries2) - 1) * 200
+    return ((2 << k) - 1) * 200 + (retries2 - k) * rto_max
 
 
-def check_part(j, name, want_budget):
+def test_the_budget_of_the_kernels_default_is_924_6_s():
+    # ip-sysctl.rst, tcp_retries2: "The default value of 15 yields a hypothetical timeout of
+    # 924.6 seconds"; below the threshold the doubling sum alone
+    assert budget(15) == 924600 and budget(9) == 204600 and budget(10) == 324600
+    assert budget(3) == 3000 and budget(6) == 25400
+
+
+def check_part(j, name, want_budget, rto_max=RTO_MAX):
     p = j["parts"][name]
     assert p["budget_ms"] == want_budget
     rtx = p["retransmissions"]
@@ -38,9 +53,9 @@ def check_part(j, name, want_budget):
     assert p["end_since_first_ms"] >= want_budget - 1, p["end_since_first_ms"]
     assert p["rule_holds"] is True
     # each timer before a retransmission was armed with twice the RTO of the one before
-    # (tcp_retransmit_timer(): icsk_backoff++), as sockwatch read it
+    # (tcp_retransmit_timer(): icsk_backoff++), up to tcp_rto_max, as sockwatch read it
     rto = p["rto_ms"]
-    assert len(rto) >= len(rtx) and all(b == 2 * a for a, b in zip(rto, rto[1:])), rto
+    assert len(rto) >= len(rtx) and all(b == min(2 * a, rto_max) for a, b in zip(rto, rto[1:])), rto
     hz = j["hz"]
     jiffy = 1000 / hz
     for x, r in zip(rtx, rto):
@@ -64,7 +79,28 @@ def check_part(j, name, want_budget):
     return p
 
 
+def check_default(j):
+    """Unit p04-no-answer-default's part: the kernel's own tcp_retries2 (15) or the knob's,
+    the same rule, and past the threshold the RTO held at tcp_rto_max."""
+    d = j["default"]
+    assert d["unit"] == DEFAULT
+    r2 = (d["knobs"] or {}).get("retries2", 15)
+    assert d["sysctls"]["net.ipv4.tcp_retries2"] == r2
+    assert d["sysctls"]["net.ipv4.tcp_early_retrans"] == 0
+    rto_max = d["sysctls"].get("net.ipv4.tcp_rto_max_ms") or RTO_MAX
+    p = check_part({"parts": d["parts"], "hz": j["hz"]}, "retries2", budget(r2, rto_max),
+                   rto_max)
+    assert p["budget_from"] == "tcp_retries2"
+    if budget(r2, rto_max) > budget(9, rto_max):
+        assert p["rto_ms"][-1] == rto_max, p["rto_ms"]
+
+
 def check_facts(j):
+    if "default" in j:
+        check_default(j)
+    if not j["parts"]:          # unit p04-no-answer-default alone
+        assert "default" in j
+        return
     r2 = j["knobs"].get("retries2", 3) if isinstance(j.get("knobs"), dict) else 3
     assert j["sysctls"]["net.ipv4.tcp_retries2"] == r2
     assert j["sysctls"]["net.ipv4.tcp_early_retrans"] == 0
@@ -101,7 +137,9 @@ test_reference_ladder = R.ladder_test("retransmission 1, dropped by nft", "ETIME
 def test_reference_text_gives_the_rule(ref_out):
     with open(os.path.join(ref_out, f"{NAME}.txt")) as f:
         text = f.read()
-    assert text.count("given up there, as retransmits_timed_out() says") == 3
+    # one line per part: p04-no-answer's three, and p04-no-answer-default's where it ran
+    parts = 3 + (f"== unit {DEFAULT} (collected" in text)
+    assert text.count("given up there, as retransmits_timed_out() says") == parts
     assert "counted from the first retransmission" in text
 
 
@@ -146,12 +184,50 @@ test_collect_script_refuses_a_bad_knob, test_run_sh_refuses_a_bad_knob = R.knob_
                                      "user_timeout=lots"])
 
 
+def test_a_sample_of_the_socket_given_up_arms_no_timer(tmp_path):
+    """CI's live run of p04-no-answer-default (retries2=6): one sockwatch sample caught the
+    socket after the kernel gave up, still ESTAB but with its timer off and backoff 0, keeping
+    the last rto_ms (13056).  That sample armed nothing: the RTOs are the 7 timers' (204 doubled
+    to 13056), one per retransmission and the last, and the facts hold."""
+    raw = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "reports",
+                       "p04-no-answer-given-up-sample", "raw")
+    with open(os.path.join(raw, DEFAULT, "retries2-sockwatch.txt")) as f:
+        assert " event=change state=ESTAB timer=off expires_ms=0 retrans=0 " in f.read()
+    r = R.run(raw, tmp_path)
+    assert r.returncode == 0, r.stderr
+    j = load(tmp_path, NAME)
+    assert j["default"]["parts"]["retries2"]["rto_ms"] == [204 << k for k in range(7)]
+    check_facts(j)
+
+
 # ---- a live run ------------------------------------------------------------------------------
 
 test_live_run_kernel_facts = R.live_test(check_all, timeout=120)
 
 
+@pytest.mark.netns
+def test_live_default_unit_with_a_shorter_budget(tmp_path, bindir):
+    """p04-no-answer-default with tcp_retries2 6 (its 15 waits a quarter of an hour: the host
+    reference has it): 25.4 s of budget, the report's part and the rule."""
+    r = run_unit(tmp_path, DEFAULT, "--set", "retries2=6", timeout=150)
+    assert r.returncode == 0, r.stderr[-3000:]
+    j = load(tmp_path, NAME)
+    assert j["parts"] == {} and j["default"]["knobs"] == {"retries2": 6}
+    check_facts(j)
+    with open(tmp_path / (NAME + ".txt")) as f:
+        txt = f.read()
+    assert f"== unit {NAME}: not run" in txt and "budget: 25400 ms from tcp_retries2" in txt
+
+
 # ---- the cross-check: tcpdump's reading of the committed pcaps ---------------------------------
+
+def tcpdump_tsvals(pcap):
+    """tcpdump's reading of a part's pcap: the TSval of each copy of the client's 1000 bytes."""
+    r = subprocess.run(["tcpdump", "-nn", "-r", pcap], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    return [int(line.split("TS val ")[1].split()[0]) for line in r.stdout.splitlines()
+            if "192.0.2.1." in line.split(">")[0] and "length 1000" in line]
+
 
 @pytest.mark.skipif(subprocess.run(["sh", "-c", "command -v tcpdump"], capture_output=True)
                     .returncode != 0, reason="no tcpdump")
@@ -163,11 +239,25 @@ def test_tcpdump_sees_the_same_transmissions(ref_out, part):
     after the first."""
     p = R.load(str(ref_out))["parts"][part]
     pcap = os.path.join(R.ref, "raw", NAME, f"{part}-capture.pcap")
-    r = subprocess.run(["tcpdump", "-nn", "-r", pcap], capture_output=True, text=True, timeout=60)
-    assert r.returncode == 0, r.stderr
-    data = [line for line in r.stdout.splitlines()
-            if "192.0.2.1." in line.split(">")[0] and "length 1000" in line]
-    assert len(data) == 1 + len(p["retransmissions"])
-    tsval = [int(line.split("TS val ")[1].split()[0]) for line in data]
+    tsval = tcpdump_tsvals(pcap)
+    assert len(tsval) == 1 + len(p["retransmissions"])
     assert tsval == sorted(tsval)
     assert tsval[-1] - tsval[1] < p["budget_ms"], (tsval, p["budget_ms"])
+
+
+@pytest.mark.skipif(subprocess.run(["sh", "-c", "command -v tcpdump"], capture_output=True)
+                    .returncode != 0, reason="no tcpdump")
+def test_tcpdump_sees_the_default_units_transmissions(ref_out):
+    """The same reading of p04-no-answer-default's pcap, where the host reference has it: 16
+    copies of the data over 15 minutes, the last retransmission's TSval less than 924.6 s after
+    the first's, and the gaps held at tcp_rto_max (120 s) once the backoff reached it."""
+    j = R.load(str(ref_out))
+    if "default" not in j:
+        pytest.skip(f"{R.ref} has no {DEFAULT} run")
+    p = j["default"]["parts"]["retries2"]
+    pcap = os.path.join(R.ref, "raw", DEFAULT, "retries2-capture.pcap")
+    tsval = tcpdump_tsvals(pcap)
+    assert len(tsval) == 1 + len(p["retransmissions"])
+    assert tsval[-1] - tsval[1] < p["budget_ms"] == 924600, tsval
+    gaps = [b - a for a, b in zip(tsval, tsval[1:])]
+    assert any(g >= 120000 for g in gaps) and all(g <= 120000 + 1000 for g in gaps), gaps

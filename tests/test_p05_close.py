@@ -12,6 +12,8 @@ bad raw input."""
 import os
 import subprocess
 
+import pytest
+
 from unit_replay import Report, no_line, missing, write, replace, remove, PY, REF
 
 NAME = "p05-close"
@@ -343,3 +345,29 @@ def test_report_usage():
 # ---- a live run ------------------------------------------------------------------------------
 
 test_live_run_kernel_facts = R.live_test(check_all, timeout=120)
+
+
+@pytest.mark.parametrize("after,excused", [("FIN-WAIT-1", True), ("TIME-WAIT", False)])
+def test_a_full_socket_sampled_closing_as_its_timewait_socket_replaces_it(tmp_path, after,
+                                                                          excused):
+    """make test's live run on 6 December: sockwatch sampled the orderly client UNCONN with its
+    port released, between FIN-WAIT-1 and the timewait socket's FIN-WAIT-2, the full socket's
+    last moment (tcpevents printed its FIN-WAIT-2 -> UNCONN beside the timewait line).  That
+    sample is said as what it is; the same UNCONN sampled after TIME-WAIT is still refused."""
+    def sample(d):
+        p = d / "orderly-sockwatch.txt"
+        lines = p.read_text().splitlines(True)
+        i = next(k for k, x in enumerate(lines) if f" state={after} " in x)
+        f = dict(kv.split("=", 1) for kv in lines[i].split())
+        t_ns = int(f["t_ns"]) + 1000
+        new = (f"t_s={float(f['t_s']) + 1e-6:.6f} t_ns={t_ns} sample={int(f['sample']) + 1} "
+               "event=change state=UNCONN timer=off expires_ms=0 retrans=0 rq=0 wq=0 "
+               "local=192.0.2.1:0 " + lines[i].split(" local=", 1)[1].split(" ", 1)[1])
+        p.write_text("".join(lines[:i + 1] + [new] + lines[i + 1:]))
+    out = tmp_path / "out"
+    r = R.run(R.broken_copy(tmp_path, sample), out)
+    assert r.returncode == 0, r.stderr
+    text = (out / (NAME + ".txt")).read_text()
+    said = "the full socket closing as its timewait socket replaced it"
+    assert (said in text) == excused, text[:3000]
+    assert ("DISAGREE: client: sockwatch sampled CLOSE at " in text) == (not excused)

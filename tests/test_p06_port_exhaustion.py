@@ -205,6 +205,9 @@ def check_bind(j):
         x = b[name]
         assert x["old_reuseaddr"] == old
         assert len(x["time_wait"]) == 1 and port(x["time_wait"][0]["local"]) == x["port"]
+        # no RST from the client: one would end the TIME-WAIT socket (tcp_rfc1337=0), what a
+        # CI run saw when the client's ACK and FIN reached the server out of order
+        assert x["counters"]["TcpOutRsts"] == 0, name
         for new in (0, 1):
             r = x["new"][str(new)]
             if old and new:
@@ -354,6 +357,19 @@ def test_live_run_with_knobs(tmp_path, bindir):
     assert r.returncode == 0, r.stderr[-3000:]
     j = R.check(check_all, tmp_path, tmp_path)
     assert j["port_range"] == [40000, 40003] and j["count"] == 5
+    # bind-old: the client's FIN left only after a snapshot saw the server's socket in
+    # FIN-WAIT-2 (its own FIN acknowledged), and the server answered it with one ACK
+    raw = os.path.join(str(tmp_path), "raw", NAME)
+    for name in ("bind-old1", "bind-old0"):
+        with open(os.path.join(raw, f"{name}-fin-wait-2.txt")) as f:
+            snap = [int(re.search(r" t_ns=(\d+) ", x).group(1)) for x in f if " state=FIN-WAIT-2 " in x]
+        with open(os.path.join(raw, f"{name}-capture.txt")) as f:
+            segs = [x for x in f if x.startswith("t_s=")]
+        cfin = [int(re.search(r" t_ns=(\d+) ", x).group(1)) for x in segs
+                if " dir=c>s " in x and re.search(r" flags=F", x)]
+        assert len(snap) == 1 and len(cfin) == 1 and snap[0] < cfin[0], name
+        after = [x for x in segs if int(re.search(r" t_ns=(\d+) ", x).group(1)) > cfin[0]]
+        assert [re.search(r" flags=(\S+) ", x).group(1) for x in after] == ["A"], (name, after)
     assert changed(j, "setup", "net.ipv4.tcp_tw_reuse_delay") == 300
     assert j["reuse_rule"]["delay_ms"] == 300
     assert len(j["parts"]["wire"]["connects"]) == 5

@@ -70,13 +70,106 @@ def check_dns(j):
     assert d["counters"]["TcpActiveOpens"] == 1 and d["counters"]["TcpAttemptFails"] == 0
 
 
-def check_all(out, dns=True):
+TC_UNIT = "p07-dns-truncated"
+
+
+def check_truncated(j):
+    """p07-dns-truncated: without EDNS0 the answer of RECORDS (40) addresses does not fit 512
+    bytes: dnsmasq sends what fits with TC, glibc asks again over TCP and gets them all, and
+    TcpActiveOpens counts those connections beside the connect(); with edns0 one datagram holds
+    them, no TCP; single-request sends the AAAA query only after the A answer.  Each part: every
+    answer, the first the server's address (RFC 6724's sort: the longest match with the
+    client's), one IpOutNoRoutes per unrouted answer (the sort's UDP connect()), and each ICMP
+    port unreachable the client sent is one UdpNoPorts."""
+    d = j["truncated"]
+    n = d["records"]
+    parts = {p["name"]: p for p in d["parts"]}
+    assert list(parts) == ["udp512", "edns0", "single"]
+    for p in parts.values():
+        assert p["answers"] == n and p["first_answer"] == d["server"], p["first_answer"]
+        assert p["connected"] == "connected" and p["connected_to"] == d["server"]
+        assert p["a_queries"] >= 1 and p["udp_queries"] == 2 * p["a_queries"]
+        assert p["counters"]["IpOutNoRoutes"] == n - 1
+        assert len(p["port_unreachable"]) == p["counters"]["UdpNoPorts"]
+        assert p["counters"]["IcmpOutDestUnreachs"] == p["counters"]["UdpNoPorts"]
+    u = parts["udp512"]
+    assert not u["edns0"] and u["truncated"] == u["a_queries"] >= 1
+    assert all(a["size"] <= 512 for a in u["udp_answers"])
+    assert all(a["answers"] < n for a in u["udp_answers"] if a["tc"])
+    # one TCP connection per truncated lookup, each answer there whole
+    assert u["tcp_connections"] == u["truncated"]
+    assert [a["answers"] for a in u["tcp_answers"] if a["rcode"] == "NoError"] == [n] * u["truncated"]
+    assert u["counters"]["TcpActiveOpens"] == u["tcp_connections"] + 1
+    assert u["server_counters"]["TcpPassiveOpens"] == u["tcp_connections"] + 1
+    for name in ("edns0", "single"):
+        p = parts[name]
+        assert p["edns0"] and p["truncated"] == 0 and p["tcp_connections"] == 0
+        assert [a["answers"] for a in p["udp_answers"] if a["rcode"] == "NoError"] == [n] * p["a_queries"]
+        assert p["counters"]["TcpActiveOpens"] == 1
+    assert not parts["single"]["parallel"]
+
+
+HE_UNIT = "p07-happy-eyeballs"
+
+
+def check_he(j):
+    """p07-happy-eyeballs: ::1 first; its SYNs dropped by nft (its counter = the capture's SYNs to
+    [::1]).  sequential: the kernel's SYN schedule (tcp_syn_retries and tcp_syn_linear_timeouts,
+    1 s TCP_TIMEOUT_INIT: tcplab.expected_syn_schedule), each SYN's wait within 5 % + 50 ms of
+    it, ETIMEDOUT at the give-up time (+5 % + 100 ms), then 127.0.0.1.  race and curl: the one
+    SYN to [::1] (the delay is under the first 1 s RTO), 127.0.0.1 tried the delay later (+100 ms
+    of scheduling slack on 2 shared cores), and the [::1] attempt closed with nothing sent."""
+    d = j["happy_eyeballs"]
+    delay = d["delay_ms"]
+    parts = {p["name"]: p for p in d["parts"]}
+    assert list(parts) == ["sequential", "race", "curl"]
+    assert d["getent"] == ["::1", "127.0.0.1"]
+    for p in parts.values():
+        assert p["nft_dropped"] == len(p["syns_v6_ms"]) >= 1, p["name"]
+        assert p["syns_v6_ms"][0] == 0 and p["fallback_ms"] > 0
+        assert p["synack_v4_ms"] > p["fallback_ms"] and p["v6_other_segments"] == 0
+        assert p["counters"]["TcpActiveOpens"] == 2 and p["counters"]["TcpPassiveOpens"] == 1
+    s = parts["sequential"]
+    exp = [x * 1000 for x in d["expected_syns_s"]]
+    assert len(s["syns_v6_ms"]) == len(exp), (s["syns_v6_ms"], exp)
+    for got, want in zip(s["v6_waits_ms"], [b - a for a, b in zip(exp, exp[1:])]):
+        assert want - 5 <= got <= want * 1.05 + 50, (s["v6_waits_ms"], exp)
+    a6, a4 = s["attempts"]
+    assert (a6["addr"], a6["ret"], a6["errno"]) == ("::1", -1, "ETIMEDOUT")
+    give_up = d["expected_timeout_s"] * 1000
+    assert give_up <= a6["us"] / 1000 <= give_up * 1.05 + 100, a6["us"]
+    assert (a4["addr"], a4["ret"]) == ("127.0.0.1", 0)
+    assert s["fallback_ms"] >= give_up
+    c = s["counters"]
+    assert c["TcpAttemptFails"] == 1 and c["TcpExtTCPAbortOnTimeout"] == 1
+    assert c["TcpExtTCPSynRetrans"] == c["TcpRetransSegs"] == len(exp) - 1
+    r = parts["race"]
+    assert [(a["addr"], a["ret"], a["errno"]) for a in r["attempts"]] == [
+        ("::1", -1, "EINPROGRESS"), ("127.0.0.1", 0, "none")]
+    assert r["starts_ms"][0] == 0 and delay <= r["starts_ms"][1] <= delay + 100, r["starts_ms"]
+    assert delay <= r["fallback_ms"] <= delay + 100
+    # closing the unanswered SYN-SENT socket is no failed attempt: tcp_done() never ran for it
+    assert r["counters"]["TcpAttemptFails"] == 0 and r["counters"]["TcpRetransSegs"] == 0
+    cu = parts["curl"]
+    k = cu["curl"]
+    assert [x["addr"] for x in k["trying"]] == ["[::1]", "127.0.0.1"]
+    assert delay <= k["trying"][1]["t_ms"] <= delay + 100, k["trying"]
+    assert delay <= cu["fallback_ms"] <= delay + 100
+    assert k["connected_ip"] == k["remote_ip"] == "127.0.0.1" and k["exitcode"] == 52
+    assert delay <= k["time_connect_ms"] - k["time_namelookup_ms"] <= delay + 100
+    for p in (r, cu):
+        assert len(p["syns_v6_ms"]) == 1 and p["counters"]["TcpAttemptFails"] == 0
+
+
+def check_all(out, dns=True, truncated=True):
     j = R.load(out)
     check_default(j)
     check_gaiconf(j)
     assert j["unit"] == UNIT
     if dns:
         check_dns(j)
+    if truncated:
+        check_truncated(j)
     return j
 
 
@@ -89,37 +182,21 @@ def ref_out(tmp_path_factory):
 
 
 def test_reference_facts(ref_out):
-    check_all(ref_out)
+    check_he(check_all(ref_out))
 
 
 def test_reference_report_is_the_committed_one(ref_out):
     R.assert_committed(ref_out)
 
 
-def _refused(tmp_path, edit, word):
-    import shutil
-    root = tmp_path / "raw"
-    shutil.copytree(os.path.join(R.ref, "raw", UNIT), root / UNIT)
-    edit(root / UNIT)
-    out = tmp_path / "out"
-    out.mkdir()
-    r = R.run(str(root), out)
-    assert r.returncode == 1, r.stdout
-    assert r.stderr.count("\n") == 1 and word in r.stderr, r.stderr
-    assert "Traceback" not in r.stderr
-    assert not os.listdir(out)
-
-
-@pytest.mark.parametrize("edit,word", [
+test_report_refuses_bad_raw = R.refusal_test([
     missing("default-client.txt"),
     missing("gaiconf-getent.txt"),
     (replace("default-client.txt", "result=connected", "reslt=connected"), "result= line"),
     (replace("default-client.txt", "family=inet6", "family=ipx"), "family=ipx"),
     (replace("default-getent.txt", "STREAM", "STRAEM"), "no STREAM line"),
     (replace("default-capture.txt", "end t_ns", "nd t_ns"), "no `end` line"),
-])
-def test_report_refuses_bad_raw(tmp_path, edit, word):
-    _refused(tmp_path, edit, word)
+], UNIT)
 
 
 def test_report_says_disagree_when_getent_differs(tmp_path):
@@ -164,6 +241,8 @@ def test_name_that_does_not_resolve_is_one_line(bindir, tmp_path):
     (["-n", "", "-p", "21072"], "-n"),
     (["-n", "localhost", "-p", "0"], "-p"),
     (["-n", "localhost", "-p", "21072", "extra"], "extra"),
+    (["-n", "localhost", "-p", "21072", "-r", "0"], "-r"),
+    (["-n", "localhost", "-p", "21072", "-a", "-r", "250"], "-a and -r"),
 ])
 def test_bad_options_are_one_line(bindir, argv, word):
     r = subprocess.run([os.path.join(bindir, "resolve_connect")] + argv, capture_output=True,
@@ -176,15 +255,15 @@ def test_bad_options_are_one_line(bindir, argv, word):
 
 @pytest.mark.netns
 def test_live_run(tmp_path, bindir):
-    """./run.sh p07-localhost p07-dns-dead-first (about 4 s): the same facts, nothing left in
+    """./run.sh p07-localhost p07-dns-dead-first p07-dns-truncated (about 6 s): the same facts,
+    nothing left in
     /etc/netns, and no dnsmasq left running in the run's namespaces (they are gone)."""
     before = sorted(os.listdir("/etc/netns")) if os.path.isdir("/etc/netns") else []
-    r = subprocess.run([os.path.join(TOP, "run.sh"), "--out", str(tmp_path), UNIT, DNS_UNIT],
-                       capture_output=True, text=True, timeout=150)
+    r = subprocess.run([os.path.join(TOP, "run.sh"), "--out", str(tmp_path), UNIT, DNS_UNIT,
+                        TC_UNIT], capture_output=True, text=True, timeout=150)
     assert r.returncode == 0, r.stderr[-3000:]
     check_all(str(tmp_path))
-    after = sorted(os.listdir("/etc/netns")) if os.path.isdir("/etc/netns") else []
-    assert [n for n in after if n not in before] == []
+    assert left_in_etc_netns(before, (UNIT, DNS_UNIT, TC_UNIT)) == []
     with open(os.path.join(str(tmp_path), "raw", DNS_UNIT, "dnsmasq.txt")) as f:
         assert "exiting on receipt of SIGTERM" in f.read()
 
@@ -265,16 +344,152 @@ def test_signal_leaves_no_dnsmasq_and_no_etc_netns(tmp_path, bindir, sig):
     assert not [n for n in after - before if n.startswith(ours)], after - before
 
 
-def test_report_on_the_dns_unit_alone(tmp_path):
-    """./run.sh p07-dns-dead-first alone: the report writes the DNS section, says p07-localhost
-    did not run, and its JSON has the same dns facts."""
+def report_alone(tmp_path, unit):
+    """The report on the reference's raw of UNIT alone: (its JSON, its text); the JSON's unit is
+    UNIT."""
     import shutil
     root = tmp_path / "raw"
-    shutil.copytree(os.path.join(R.ref, "raw", DNS_UNIT), root / DNS_UNIT)
+    shutil.copytree(os.path.join(R.ref, "raw", unit), root / unit)
     out = tmp_path / "out"
     r = R.run(str(root), out)
     assert r.returncode == 0, r.stderr
     j = R.load(str(out))
-    assert j["unit"] == DNS_UNIT and "parts" not in j
+    assert j["unit"] == unit
+    return j, (out / (NAME + ".txt")).read_text()
+
+
+def test_report_on_the_dns_unit_alone(tmp_path):
+    """./run.sh p07-dns-dead-first alone: the report writes the DNS section, says p07-localhost
+    did not run, and its JSON has the same dns facts."""
+    j, text = report_alone(tmp_path, DNS_UNIT)
+    assert "parts" not in j
     check_dns(j)
-    assert "(p07-localhost did not run" in (out / (NAME + ".txt")).read_text()
+    assert "(p07-localhost did not run" in text
+
+
+def test_report_on_the_truncated_unit_alone(tmp_path):
+    """./run.sh p07-dns-truncated alone: its section, and the same facts in its JSON."""
+    j, text = report_alone(tmp_path, TC_UNIT)
+    assert "parts" not in j and "dns" not in j
+    check_truncated(j)
+    assert "(p07-localhost did not run" in text and "TC: truncated" in text
+
+
+@pytest.mark.parametrize("part,edit,word", [
+    ("udp512", lambda s: s.replace("*|", "*", 1), "TC"),
+    ("edns0", lambda s: s.replace(" A? ", " MX? ", 1), "decode"),
+    ("single", lambda s: s.replace("192.0.2.2.53 >", "192.0.2.9.53 >", 1), "not to or from"),
+])
+def test_truncated_report_refuses_or_fails_bad_raw(tmp_path, part, edit, word):
+    """A spoiled tcpdump file: a refusal naming the file, or (the TC bit gone) facts that no
+    longer hold."""
+    import shutil
+    root = tmp_path / "raw"
+    shutil.copytree(os.path.join(R.ref, "raw", TC_UNIT), root / TC_UNIT)
+    f = root / TC_UNIT / f"{part}-tcpdump-dns.txt"
+    f.write_text(edit(f.read_text()))
+    out = tmp_path / "out"
+    r = R.run(str(root), out)
+    if word == "TC":
+        assert r.returncode == 0, r.stderr
+        with pytest.raises(AssertionError):
+            check_truncated(R.load(str(out)))
+    else:
+        assert r.returncode != 0 and word in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
+# ---- p07-happy-eyeballs ------------------------------------------------------------------
+
+def test_report_on_the_happy_eyeballs_unit_alone(tmp_path):
+    """./run.sh p07-happy-eyeballs alone: its section and ladder, the same facts in its JSON."""
+    j, text = report_alone(tmp_path, HE_UNIT)
+    assert "parts" not in j and "dns" not in j and "truncated" not in j
+    check_he(j)
+    assert "(p07-localhost did not run" in text
+    assert (tmp_path / "out" / (NAME + "-happy-eyeballs-ladder.svg")).is_file()
+
+
+test_happy_eyeballs_report_refuses_bad_raw = R.refusal_test([
+    missing("nft.txt"),
+    missing("curl-verbose.txt"),
+    (replace("nft.txt", "counter packets", "cuonter packets"), "no drop rule"),
+    (replace("curl-verbose.txt", "Trying", "Tyring"), "Trying"),
+    (replace("race-client.txt", "start i=2", "strat i=2"), "start lines"),
+    (replace("sequential-capture.txt", "dst=[::1]:21074", "dst=[::2]:21074"), "no SYN to [::1]"),
+], HE_UNIT)
+
+
+def test_happy_eyeballs_facts_fail_on_a_late_fallback(tmp_path):
+    """The race's fallback moved 300 ms later in the raw: the report still renders, and the
+    facts no longer hold (the test can fail)."""
+    import re
+    import shutil
+    root = tmp_path / "raw"
+    shutil.copytree(os.path.join(R.ref, "raw", HE_UNIT), root / HE_UNIT)
+    f = root / HE_UNIT / "race-client.txt"
+    text = f.read_text()
+    t_ns = int(re.search(r"^start i=2 .* t_ns=([0-9]+)$", text, re.M).group(1))
+    f.write_text(text.replace(f"t_ns={t_ns}", f"t_ns={t_ns + 300_000_000}", 1))
+    out = tmp_path / "out"
+    r = R.run(str(root), out)
+    assert r.returncode == 0, r.stderr
+    with pytest.raises(AssertionError):
+        check_he(R.load(str(out)))
+
+
+def left_in_etc_netns(before, units):
+    """What a run of units left in /etc/netns since before: only its own namespaces' directories
+    (tcplab-PID-RANDOM-UNIT), for the live tests of other units, run beside this one in other
+    workers, make and remove theirs meanwhile (CI: p07-happy-eyeballs' seen by test_live_run)."""
+    after = sorted(os.listdir("/etc/netns")) if os.path.isdir("/etc/netns") else []
+    return [n for n in after if n not in before and n.endswith(tuple("-" + u for u in units))]
+
+
+@pytest.mark.netns
+def test_live_happy_eyeballs(tmp_path, bindir):
+    """./run.sh p07-happy-eyeballs (about 10 s): the same facts on a live run, nothing left in
+    /etc/netns."""
+    before = sorted(os.listdir("/etc/netns")) if os.path.isdir("/etc/netns") else []
+    r = subprocess.run([os.path.join(TOP, "run.sh"), "--out", str(tmp_path), HE_UNIT],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-3000:]
+    j = R.load(str(tmp_path))
+    assert j["unit"] == HE_UNIT
+    check_he(j)
+    assert left_in_etc_netns(before, (HE_UNIT,)) == []
+
+
+@pytest.mark.netns
+@pytest.mark.interrupt
+def test_sigterm_during_the_syn_wait_ends_the_unit_at_once(tmp_path, bindir):
+    """SIGTERM to the collect script while the sequential client waits out its SYNs (7 s): the
+    script's wait is interrupted, its trap stops the client and peer, and run.sh is done well
+    before the SYN wait would have ended; nothing is left in /etc/netns."""
+    import signal
+    import time
+    before = set(os.listdir("/etc/netns")) if os.path.isdir("/etc/netns") else set()
+    run = subprocess.Popen([os.path.join(TOP, "run.sh"), "--out", str(tmp_path / "out"),
+                            HE_UNIT], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    script, client = None, []
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and run.poll() is None:
+            script = script or next(iter(_children(run.pid, HE_UNIT.encode() + b".sh")), None)
+            client = _children(script, b"resolve_connect") if script else []
+            if client:
+                break
+            time.sleep(0.01)    # polling for the state, not waiting for it to happen
+        assert client, "the sequential client never ran"
+        t0 = time.monotonic()
+        os.kill(script, signal.SIGTERM)
+        run.wait(timeout=30)
+        took = time.monotonic() - t0
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+    assert run.returncode != 0
+    assert took < 5, took           # the SYN wait alone is 7 s
+    assert not any(_alive(p) for p in client)
+    after = set(os.listdir("/etc/netns")) if os.path.isdir("/etc/netns") else set()
+    assert not [n for n in after - before if n.startswith(f"tcplab-{run.pid}-")]

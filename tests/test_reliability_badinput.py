@@ -289,3 +289,18 @@ def test_table_is_big_enough():
     assert n >= 40
     assert len(RUN_CASES) >= 120
     assert len({tuple(a) for a, _ in RUN_CASES}) == len(RUN_CASES)   # no case counted twice
+
+
+@pytest.mark.netns
+@pytest.mark.parametrize("tool", ["od", "tr"])
+def test_a_tool_that_fails_silently_is_named(bindir, tmp_path, tool):
+    """A command that fails without a word where set -e ends run.sh (CI: run.sh --kernel 6.12
+    exited 2 with an empty stderr): the run still ends with one line, naming the command."""
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / tool).write_text("#!/bin/sh\nexit 3\n")
+    (fake / tool).chmod(0o755)
+    check_refused([os.path.join(TOP, "run.sh"), "--out", str(tmp_path / "out"), "p01-machine"],
+                  "a command failed at runstate.sh:",
+                  {"TCPLAB_BUILD": os.path.relpath(os.path.dirname(bindir), TOP),
+                   "PATH": f"{fake}:{os.environ['PATH']}"}, timeout=20)

@@ -246,3 +246,79 @@ def test_get_reads_the_rows_unchecked(tmp_path):
     assert (r.returncode, r.stdout, r.stderr) == (0, f"2\n30\n{exp}/ns2/ns2.sh\n", "")
     assert units_py("get", exp, "one", "netns").returncode == 3
     assert units_py("shell", exp).returncode == 1
+
+
+KNOBS = (HEADER + GOOD + "# knob: one: n: 3: 1..5: env TL_T_N: a number\n"
+         "# knob: one: mode: a: a|b: a word\n"
+         "# knob: wired: n: 2: 1..9: the wired one's n\n")
+
+
+def knobs(exp, *args, env=None):
+    """`knobs EXP ARGS...` (ARGS with its '--' and units) evaluated as run.sh's resolve_knobs
+    does: (status, K_VALUE, K_GIVEN, the TL_UNIT_KNOBS_* it exports) or (status, the line)."""
+    r = decoded(subprocess.run([PY, UNITS_PY, "knobs", str(exp), *args], capture_output=True,
+                               timeout=30, env=dict(os.environ, **(env or {}))))
+    if r.returncode != 0:
+        assert r.stderr == "", r.stderr
+        return r.returncode, r.stdout
+    dump = r"""
+for a in K_VALUE K_GIVEN; do
+	declare -n arr=$a
+	for k in "${!arr[@]}"; do printf '%s\0%s\0%s\0' "$a" "$k" "${arr[$k]}"; done
+	unset -n arr
+done
+for v in "${!TL_UNIT_KNOBS_@}"; do printf 'export\0%s\0%s\0' "$v" "${!v}"; done
+"""
+    b = subprocess.run(["bash", "-c", 'set -eu; declare -A K_VALUE K_GIVEN; eval "$(cat)"' + dump],
+                       input=r.stdout, capture_output=True, text=True, timeout=30)
+    assert b.returncode == 0, b.stderr
+    words = b.stdout.split("\0")[:-1]
+    out = {"K_VALUE": {}, "K_GIVEN": {}, "export": {}}
+    for i in range(0, len(words), 3):
+        out[words[i]][words[i + 1]] = words[i + 2]
+    return 0, out["K_VALUE"], out["K_GIVEN"], out["export"]
+
+
+def test_knobs_resolve_set_env_default(tmp_path):
+    exp = make_exp(tmp_path, KNOBS)
+    assert knobs(exp, "--", "one", "wired") == (
+        0, {"one:n": "3", "one:mode": "a", "wired:n": "2"}, {}, {})
+    # --set reaches every unit of the run that has the name; the env variable only its own
+    assert knobs(exp, "--set", "n=4", "--", "one", "wired") == (
+        0, {"one:n": "4", "one:mode": "a", "wired:n": "4"}, {"one:n": "1", "wired:n": "1"}, {})
+    assert knobs(exp, "--", "one", "wired", env={"TL_T_N": "5"}) == (
+        0, {"one:n": "5", "one:mode": "a", "wired:n": "2"}, {"one:n": "1"}, {})
+    assert knobs(exp, "--set", "mode=b", "--", "one", env={"TL_T_N": ""})[1:3] == (
+        {"one:n": "3", "one:mode": "b"}, {"one:mode": "1"})
+
+
+def test_knobs_export_one_variable_per_unit(tmp_path):
+    """A --kernel guest: each unit's own values, even where two units share a knob's name."""
+    exp = make_exp(tmp_path, KNOBS)
+    _, _, _, exported = knobs(exp, "--export", "--set", "mode=b", "--", "one", "wired", "solo")
+    assert exported == {"TL_UNIT_KNOBS_ONE": "N=3 MODE=b", "TL_UNIT_KNOBS_WIRED": "N=2"}
+
+
+@pytest.mark.parametrize("args,env,line", [
+    (["--set", "n=6"], {}, "--set n='6': want a whole number 1..5 (one)"),
+    (["--set", "n=9"], {}, "--set n='9': want a whole number 1..5 (one)"),
+    (["--set", "mode=c"], {}, "--set mode='c': want one of a, b (one)"),
+    (["--set", "n=1", "--set", "n=2"], {}, "--set n given twice"),
+    (["--set", "--"], {}, "--set '--': want NAME=VALUE (./run.sh UNIT --help lists its knobs)"),
+    (["--set", "n=\u00e9\n"], {}, "--set n='???': want a whole number 1..5 (one)"),
+    (["--set", "x=1"], {}, "--set x: no such knob for one wired solo (one has n, mode; "
+                           "wired has n; ./run.sh UNIT --help)"),
+    ([], {"TL_T_N": "07"}, "TL_T_N='07' (knob n of one): want a whole number 1..5"),
+])
+def test_knobs_refused_in_one_line(tmp_path, args, env, line):
+    exp = make_exp(tmp_path, KNOBS)
+    assert knobs(exp, *args, "--", "one", "wired", "solo", env=env) == (2, line + "\n")
+
+
+def test_knobs_no_units_and_a_bad_table(tmp_path):
+    exp = make_exp(tmp_path, KNOBS)
+    assert knobs(exp, "--set", "n=1", "--") == (
+        2, "--set n: --set needs the units named (./run.sh UNIT --set NAME=VALUE)\n")
+    bad = make_exp(tmp_path / "bad", HEADER + "one rep labs run no 1 30 no 1\n")
+    r = units_py("knobs", bad, "--", "one")
+    assert r.returncode == 1 and r.stdout == "" and r.stderr.count("\n") == 1, r

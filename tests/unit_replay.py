@@ -71,19 +71,21 @@ class Report:
                     open(os.path.join(self.ref, f"{self.name}.{ext}")) as g:
                 assert f.read() == g.read(), ext
 
-    def broken_copy(self, tmp_path, edit):
-        """A copy of the reference's raw/<name>/ that edit(dir) has broken; returns its root."""
+    def broken_copy(self, tmp_path, edit, unit=None):
+        """A copy of the reference's raw/<unit>/ (unit: the report's name unless given) that
+        edit(dir) has broken; returns its root."""
+        unit = unit or self.name
         root = tmp_path / "raw"
-        shutil.copytree(os.path.join(self.ref, "raw", self.name), root / self.name)
-        edit(root / self.name)
+        shutil.copytree(os.path.join(self.ref, "raw", unit), root / unit)
+        edit(root / unit)
         return str(root)
 
-    def assert_refused(self, tmp_path, edit, word):
-        """On the broken copy: exit 1, one line on stderr that says word, no traceback, nothing
-        written."""
+    def assert_refused(self, tmp_path, edit, word, unit=None):
+        """On the broken copy (of unit, as broken_copy): exit 1, one line on stderr that says
+        word, no traceback, nothing written."""
         out = tmp_path / "out"
         out.mkdir()
-        r = self.run(self.broken_copy(tmp_path, edit), out)
+        r = self.run(self.broken_copy(tmp_path, edit, unit), out)
         assert r.returncode == 1, r.stdout
         assert r.stderr.count("\n") == 1 and word in r.stderr, r.stderr
         assert "Traceback" not in r.stderr
@@ -163,12 +165,13 @@ class Report:
 
         return test_live_run_kernel_facts
 
-    def refusal_test(self, cases):
+    def refusal_test(self, cases, unit=None):
         """test_report_refuses_bad_raw for the module to bind, over cases, a list of
-        (edit, word): the report refuses each broken copy as assert_refused says."""
+        (edit, word): the report refuses each broken copy (of unit, as broken_copy) as
+        assert_refused says."""
         @pytest.mark.parametrize("edit,word", cases)
         def test_report_refuses_bad_raw(tmp_path, edit, word):
-            self.assert_refused(tmp_path, edit, word)
+            self.assert_refused(tmp_path, edit, word, unit)
 
         return test_report_refuses_bad_raw
 
