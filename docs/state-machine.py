@@ -11,22 +11,20 @@ import sys
 W, H = 1100, 1080
 BOX_W, BOX_H = 150, 40
 
-# state: (centre x, centre y, label); CLOSED is drawn twice, where a socket starts and where it
-# ends, so that no arrow has to run back up the page.
+# state: (centre x, centre y), one line per row of boxes in the picture.  CLOSED is drawn
+# twice, where a socket starts and where it ends (GONE), so that no arrow has to run back up
+# the page.
 STATES = {
-    "CLOSED": (530, 70, "CLOSED"),
-    "LISTEN": (230, 190, "LISTEN"),
-    "SYN-SENT": (830, 190, "SYN-SENT"),
-    "SYN-RECV": (230, 340, "SYN-RECV"),
-    "ESTAB": (530, 470, "ESTABLISHED"),
-    "FIN-WAIT-1": (230, 600, "FIN-WAIT-1"),
-    "CLOSE-WAIT": (830, 600, "CLOSE-WAIT"),
-    "FIN-WAIT-2": (230, 740, "FIN-WAIT-2"),
-    "CLOSING": (530, 740, "CLOSING"),
-    "LAST-ACK": (830, 740, "LAST-ACK"),
-    "TIME-WAIT": (230, 880, "TIME-WAIT"),
-    "GONE": (830, 880, "CLOSED"),
+    "CLOSED": (530, 70),
+    "LISTEN": (230, 190), "SYN-SENT": (830, 190),
+    "SYN-RECV": (230, 340),
+    "ESTAB": (530, 470),
+    "FIN-WAIT-1": (230, 600), "CLOSE-WAIT": (830, 600),
+    "FIN-WAIT-2": (230, 740), "CLOSING": (530, 740), "LAST-ACK": (830, 740),
+    "TIME-WAIT": (230, 880), "GONE": (830, 880),
 }
+# a box's text where it is not the state's name
+LABEL = {"ESTAB": "ESTABLISHED", "GONE": "CLOSED"}
 
 EXPERIMENTS = [
     ("p01", "#d62728", "p01-synretry: connect(), SYN retries, ETIMEDOUT"),
@@ -98,8 +96,8 @@ def edge_point(cx, cy, dx, dy):
 
 
 def transition(src, dst, exps, shift):
-    x1, y1, _ = STATES[src]
-    x2, y2, _ = STATES[dst]
+    x1, y1 = STATES[src]
+    x2, y2 = STATES[dst]
     d = math.hypot(x2 - x1, y2 - y1)
     dx, dy = (x2 - x1) / d, (y2 - y1) / d
     ax, ay = edge_point(x1, y1, dx, dy)
@@ -136,7 +134,7 @@ def label(x, y, anchor, lines):
 
 
 def loop(state, side, lines, exp, lx, ly, anchor):
-    cx, cy, _ = STATES[state]
+    cx, cy = STATES[state]
     s = 1 if side == "right" else -1
     x0 = cx + s * (BOX_W / 2 + 3)
     path = (f'M {x0:.1f} {cy - 10} C {x0 + s * 45:.1f} {cy - 40} {x0 + s * 45:.1f} {cy + 40} '
@@ -178,10 +176,11 @@ def main():
         out += transition(src, dst, exps, shift)
     for st in LOOPS:
         out += loop(*st)
-    for name, (cx, cy, text) in STATES.items():
+    for name, (cx, cy) in STATES.items():
         out.append(f'<rect x="{cx - BOX_W / 2:.0f}" y="{cy - BOX_H / 2:.0f}" width="{BOX_W}" '
                    f'height="{BOX_H}" rx="6" fill="#f4f4f4" stroke="#222" stroke-width="1.5"/>')
-        out.append(f'<text x="{cx}" y="{cy + 5}" text-anchor="middle" class="st">{text}</text>')
+        out.append(f'<text x="{cx}" y="{cy + 5}" text-anchor="middle" class="st">'
+                   f'{LABEL.get(name, name)}</text>')
     for _src, _dst, lines, _exps, x, y, anchor, _shift in TRANSITIONS:
         out += label(x, y, anchor, lines)
     out.append('</svg>')
