@@ -326,7 +326,7 @@ def test_guest_61_runs_kernel_tls(tmp_path):
     """One boot of Debian's 6.1 under QEMU: vm.sh loads tls (p08 units only), the TCP_ULP probe
     finds it, and OpenSSL hands TLS 1.3's send side and both of TLS 1.2's to the kernel."""
     r = subprocess.run([RUN, "--kernel", "6.1", "--out", str(tmp_path), "p08-tls-handshake"],
-                       capture_output=True, text=True, timeout=600)
+                       capture_output=True, text=True, timeout=900)
     if r.returncode == 4:
         pytest.skip(r.stderr.strip().splitlines()[-1])
     assert r.returncode == 0, r.stderr[-3000:]
