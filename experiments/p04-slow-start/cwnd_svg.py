@@ -10,7 +10,7 @@ the right axis, in ms: it grows as the bottleneck's queue fills.  Each retransmi
 ssthresh, srtt, rtx), so the picture can be checked as data."""
 import tcplab as t
 from tcplab_ladder import f1, text
-from tcplab_tseq import nice_step
+from tcplab_tseq import svg_open, tick_values, time_ticks
 
 WIDTH = 1000
 PANEL_H = 300
@@ -55,25 +55,15 @@ def panel(title, probes, rtx_ns, t0, t1, y0):
 
     out = [f'<text x="{LEFT}" y="{f1(y0 - 24)}" class="title">{text(title)}</text>',
            f'<rect x="{LEFT}" y="{f1(y0)}" width="{PLOT_W}" height="{PLOT_H}" class="frame"/>']
-    step = nice_step(span_ms, 5)
-    k = 0
-    while k * step <= span_ms * 1.02:
-        xv = LEFT + k * step * xs
-        out.append(f'<line x1="{f1(xv)}" y1="{f1(y0 + PLOT_H)}" x2="{f1(xv)}" '
-                   f'y2="{f1(y0 + PLOT_H + 4)}" class="tick"/>')
-        out.append(f'<text x="{f1(xv)}" y="{f1(y0 + PLOT_H + 16)}" class="mid">'
-                   f'{fmt(k * step)}</text>')
-        k += 1
+    ticks, step = time_ticks(LEFT, y0 + PLOT_H, xs, span_ms, 1.02, 5, fmt)
+    out += ticks
     out.append(f'<text x="{f1(LEFT + PLOT_W / 2)}" y="{f1(y0 + PLOT_H + 44)}" class="mid">'
                f'ms from the first data segment ({fmt(step)} ms per tick)</text>')
     for axis, top, ypos, cls, side in (("cwnd (segments)", top_c, c, "l-cwnd", LEFT - 6),
                                        ("srtt (ms)", top_r, r, "l-srtt", LEFT + PLOT_W + 6)):
-        st = nice_step(top, 5)
-        k = 0
-        while k * st <= top * 1.08:
+        for v in tick_values(top, 1.08, 5):
             anchor = ' class="end"' if side < LEFT else ""
-            out.append(f'<text x="{side}" y="{f1(ypos(k * st) + 4)}"{anchor}>{fmt(k * st)}</text>')
-            k += 1
+            out.append(f'<text x="{side}" y="{f1(ypos(v) + 4)}"{anchor}>{fmt(v)}</text>')
         out.append(f'<text x="{side if side > LEFT else LEFT}" y="{f1(y0 - 6)}" '
                    f'class="{cls}{"" if side < LEFT else " end"}">{text(axis)}</text>')
     # cwnd as steps: each sample holds until the next
@@ -108,10 +98,7 @@ LEGEND = (("l-cwnd", "cwnd (left axis)"), ("l-ssthresh", "ssthresh, once set (le
 def svg(panels, caption):
     """panels: [(title, probes, rtx_ns, t0, t1)] → the SVG text."""
     height = TOP + len(panels) * PANEL_H + 30
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" '
-           f'viewBox="0 0 {WIDTH} {height}">', STYLE,
-           f'<rect x="0" y="0" width="{WIDTH}" height="{height}" fill="white"/>',
-           f'<text x="{LEFT}" y="18" class="title">{text(caption)}</text>']
+    out = svg_open(WIDTH, height, STYLE, caption, 18, LEFT)
     lx = LEFT
     for cls, what in LEGEND:
         out.append(f'<text x="{lx}" y="34" class="{cls}">■ {text(what)}</text>')

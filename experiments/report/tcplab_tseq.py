@@ -35,6 +35,38 @@ def nice_step(span, ticks=6):
     return next(m * p for m in (1, 2, 5, 10) if m * p >= raw)
 
 
+def svg_open(width, height, style, caption, caption_y, left=None):
+    """A picture's first lines: the svg element (width x height px), its style, a white ground,
+    and the caption at (left or LEFT, caption_y)."""
+    return [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+            f'viewBox="0 0 {width} {height}">', style,
+            f'<rect x="0" y="0" width="{width}" height="{height}" fill="white"/>',
+            f'<text x="{LEFT if left is None else left}" y="{caption_y}" class="title">'
+            f'{text(caption)}</text>']
+
+
+def tick_values(top, over, ticks=6):
+    """An axis' tick values: 0, step, 2 step ... up to top * over, step = nice_step(top, ticks)."""
+    step = nice_step(top, ticks)
+    k = 0
+    while k * step <= top * over:
+        yield k * step
+        k += 1
+
+
+def time_ticks(left, bottom, xs, span_ms, over, ticks, label):
+    """A time axis below a plot whose bottom edge is at y=bottom: a tick and its number at each
+    of tick_values(span_ms, over, ticks) ms, at x = left + ms * xs, each number label(ms).
+    Returns (the SVG lines, the step in ms)."""
+    out = []
+    for ms in tick_values(span_ms, over, ticks):
+        xv = left + ms * xs
+        out.append(f'<line x1="{f1(xv)}" y1="{f1(bottom)}" x2="{f1(xv)}" '
+                   f'y2="{f1(bottom + 4)}" class="tick"/>')
+        out.append(f'<text x="{f1(xv)}" y="{f1(bottom + 16)}" class="mid">{label(ms)}</text>')
+    return out, nice_step(span_ms, ticks)
+
+
 def panel(title, segs, dropped, again, y0):
     """One panel's SVG lines.  segs: the connection's segments (dicts with t_ns, dir, seq, ack,
     len, flags and, for the server's, sack: [(left, right)] relative to the client's ISN);
@@ -61,24 +93,15 @@ def panel(title, segs, dropped, again, y0):
 
     out = [f'<text x="{LEFT}" y="{f1(y0 - 12)}" class="title">{text(title)}</text>',
            f'<rect x="{LEFT}" y="{f1(y0)}" width="{PLOT_W}" height="{PLOT_H}" class="frame"/>']
-    step = nice_step(span_ms)
-    k = 0
-    while k * step <= span_ms * 1.04:
-        xv = LEFT + k * step * xs
-        out.append(f'<line x1="{f1(xv)}" y1="{f1(y0 + PLOT_H)}" x2="{f1(xv)}" '
-                   f'y2="{f1(y0 + PLOT_H + 4)}" class="tick"/>')
-        out.append(f'<text x="{f1(xv)}" y="{f1(y0 + PLOT_H + 16)}" class="mid">'
-                   f'{round(k * step, 6):g}</text>')
-        k += 1
+    ticks, _ = time_ticks(LEFT, y0 + PLOT_H, xs, span_ms, 1.04, 6,
+                          lambda ms: f"{round(ms, 6):g}")
+    out += ticks
     out.append(f'<text x="{LEFT + PLOT_W / 2:.1f}" y="{f1(y0 + PLOT_H + 32)}" class="mid">'
                f'ms from the first data segment (one scale: {f1(xs)} px per ms)</text>')
-    bstep = nice_step(top)
-    k = 0
-    while k * bstep <= top * 1.06:
-        yv = y(base + k * bstep)
+    for b in tick_values(top, 1.06):
+        yv = y(base + b)
         out.append(f'<line x1="{LEFT - 4}" y1="{f1(yv)}" x2="{LEFT}" y2="{f1(yv)}" class="tick"/>')
-        out.append(f'<text x="{LEFT - 6}" y="{f1(yv + 4)}" class="end">{int(k * bstep)}</text>')
-        k += 1
+        out.append(f'<text x="{LEFT - 6}" y="{f1(yv + 4)}" class="end">{int(b)}</text>')
     out.append(f'<text x="14" y="{f1(y0 + PLOT_H / 2)}" class="mid" transform="rotate(-90 14 '
                f'{f1(y0 + PLOT_H / 2)})">bytes from the first data byte</text>')
     # the acknowledgment: a step line from the first ACK seen after the first data segment
@@ -128,10 +151,7 @@ STYLE = ("<style>text{font-family:monospace;font-size:11px}.title{font-weight:bo
 def svg(panels, caption):
     """panels: [(title, segs, dropped ids, again ids)] → the SVG text."""
     height = TOP + len(panels) * PANEL_H + 10
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" '
-           f'viewBox="0 0 {WIDTH} {height}">', STYLE,
-           f'<rect x="0" y="0" width="{WIDTH}" height="{height}" fill="white"/>',
-           f'<text x="{LEFT}" y="20" class="title">{text(caption)}</text>']
+    out = svg_open(WIDTH, height, STYLE, caption, 20)
     for i, (title, segs, dropped, again) in enumerate(panels):
         y0 = TOP + 24 + i * PANEL_H
         out += panel(title, segs, dropped, again, y0)
