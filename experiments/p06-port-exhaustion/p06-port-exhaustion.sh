@@ -100,11 +100,16 @@ clients() {
 # settle NAME PORT [CMD…]: sock_diag snapshots (sockwatch -1, every state) of the sockets to
 # (with WT_PORT=-P: from) PORT until there is one at least and every one is in TIME-WAIT: every
 # close is done (a full socket still closing, or a timewait socket still in its FIN-WAIT-2
-# substate, is not), at most 300 tries; the last snapshot is raw/NAME-tw.txt.  With
-# WT_STATE=FIN-WAIT-2, until every one is in FIN-WAIT-2 (raw/NAME-fin-wait-2.txt)
+# substate, is not), at most 300 tries; the last snapshot is raw/NAME-tw.txt
 settle() {
-	_wn=$1 _wp=$2 _ws=${WT_STATE:-TIME-WAIT}
-	shift 2
+	settle_in TIME-WAIT "$@"
+}
+
+# settle_in STATE NAME PORT [CMD…]: settle's snapshots until every socket is in STATE; the last
+# is raw/NAME-tw.txt for TIME-WAIT, else raw/NAME-fin-wait-2.txt (the one other STATE used)
+settle_in() {
+	_ws=$1 _wn=$2 _wp=$3
+	shift 3
 	_wleft=300
 	_wf=$RAW/$_wn-tw.txt
 	[ "$_ws" = TIME-WAIT ] || _wf=$RAW/$_wn-fin-wait-2.txt
@@ -332,9 +337,7 @@ for _old in 1 0; do
 	_old_cli=$TL_LAST
 	tl_wait_line "$_old_cli" "$RAW/$_n-client.txt" '^hold ' 5
 	tl_wait_exit "$_old_srv" 5
-	WT_STATE=FIN-WAIT-2
-	settle "$_n" "$_port" nsenter --net="/run/netns/$TL_NS_SERVER"
-	WT_STATE=
+	settle_in FIN-WAIT-2 "$_n" "$_port" nsenter --net="/run/netns/$TL_NS_SERVER"
 	kill -USR1 "$_old_cli" || tl_die "cannot signal the client"
 	tl_wait_exit "$_old_cli" 5
 	settle "$_n" "$_port" nsenter --net="/run/netns/$TL_NS_SERVER"
