@@ -14,6 +14,7 @@ import json
 import os
 import secrets
 import subprocess
+import threading
 import time
 
 import pytest
@@ -79,22 +80,42 @@ def left_running(mark, pid):
     return procs, [line for line in ns.splitlines() if line.startswith(f"tcplab-{pid}-")]
 
 
+# p06-time-wait's line as it starts waiting (experiments/p06-time-wait/p06-time-wait.sh)
+WAITING = "[p06-time-wait] TIME-WAIT: both sockets there; waiting for them to go"
+
+
+def read_lines(stream, into):
+    """Each line of stream appended to into as it comes, to its end."""
+    for line in stream:
+        into.append(line)
+
+
 def test_a_disk_that_fills_midrun_keeps_every_explanation(tmp_path, bindir):
-    # p01-wire-connect ends in ~3 s; p06-time-wait waits out TIME_WAIT (~65 s), so it is surely
-    # running when the disk fills; accept-path runs alone, after them: not started then
+    # p01-wire-connect ends in a few seconds; p06-time-wait waits out TIME_WAIT (~65 s), and the
+    # disk fills once it says it is waiting: from that line on it writes nothing for 5 s, so it
+    # is run.sh that finds the disk full and stops it.  (Filled as soon as p01-wire-connect was in
+    # place, a CI run on a faster machine caught p06-time-wait 1 s in, still writing its setup:
+    # its own write failed first, "exit 1", where this test wants "stopped".)  accept-path runs
+    # alone, after them: not started then
     mark, env = run_env(tmp_path)
     with tmpfs(tmp_path / "out", "16m") as out:
         p = subprocess.Popen([RUN, "--out", str(out), "p01-wire-connect", "p06-time-wait",
                               "accept-path"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                              text=True, env=env, start_new_session=True)
+        lines = []
+        reader = threading.Thread(target=read_lines, args=(p.stderr, lines), daemon=True)
+        reader.start()
         try:
             deadline = time.monotonic() + 60
-            while not (out / "raw" / "p01-wire-connect").is_dir():
-                assert p.poll() is None, "run.sh ended before p01-wire-connect was in place"
-                assert time.monotonic() < deadline, "p01-wire-connect never finished"
+            while not ((out / "raw" / "p01-wire-connect").is_dir() and
+                       any(WAITING in x for x in lines)):
+                assert p.poll() is None, "run.sh ended before p06-time-wait waited:\n" + "".join(lines)
+                assert time.monotonic() < deadline, "no p06-time-wait wait:\n" + "".join(lines)
                 time.sleep(0.02)                    # a poll's period, not a synchronisation
             fill(out / "filler")
-            _, err = p.communicate(timeout=240)
+            p.wait(timeout=240)
+            reader.join(timeout=30)
+            err = "".join(lines)
         finally:
             if p.poll() is None:
                 os.killpg(p.pid, 9)
