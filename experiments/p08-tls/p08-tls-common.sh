@@ -64,9 +64,11 @@ ktls_watch() {
 }
 
 # ktls_part PART PORT VERSION: one connection at that TLS version with kernel TLS asked for on
-# both ends (tls_peer -K).  The client waits 400 ms after the handshake (-w) before its request,
-# so both sockets sit as the handshake left them while sockwatch samples them; tls_stat is read
-# on both ends before and after.
+# both ends (tls_peer -K).  The client waits 400 ms after connect() before the handshake (-W),
+# so sockwatch samples both ends connected with no ULP yet (a 6.1 TCG guest in CI, without the
+# wait, had its first sample after the handshake: ulp=tls already), and 400 ms after the
+# handshake (-w) before its request, so both sockets sit as the handshake left them while
+# sockwatch samples them; tls_stat is read on both ends before and after.
 ktls_part() {
 	_p=$1 _port=$2 _v=$3
 	tl_bg "$RAW/$_p-server.txt" nsenter --net="/run/netns/$TL_NS_SERVER" "$TL_BIN/tls_peer" \
@@ -84,7 +86,7 @@ ktls_part() {
 	tl_capture "$_p-capture" "$TL_CLIENT_IF" "$_port" -s 65535
 	tl_log "$_p: tls_peer -K, TLS $_v, kernel TLS asked for on both ends"
 	tl_bg "$RAW/$_p-client.txt" "$TL_BIN/tls_peer" -r client -a "$TL_SERVER_ADDR" -p "$_port" \
-		-V "$_v" -K -w 400
+		-V "$_v" -K -W 400 -w 400
 	_cli=$TL_LAST
 	tl_wait_exit "$_cli" "$END_S"
 	tl_wait_exit "$_srv" "$END_S"
