@@ -7,14 +7,17 @@ export LC_ALL=C
 # ignores SIGQUIT and dies of the others by their default action, with no status of its own (CI:
 # SIGQUIT then SIGHUP to run.sh while it still checked its build: killed by SIGHUP).  Set before
 # the first thing that can take time (git describe, below: CI sent SIGQUIT then SIGTERM while it
-# ran, and run.sh died of SIGTERM).  Each action ends in a `)` line: rs_trap_signals says why.
+# ran, and run.sh died of SIGTERM).  Each action has a `)` line and an exit after it:
+# rs_trap_signals (experiments/lib/runstate.sh) says why.
 rs_early_signal() {
 	exit "$2"
 }
 for _sig in 'INT 130' 'TERM 143' 'HUP 129' 'QUIT 131'; do
 	# shellcheck disable=SC2064 # the action is fixed here, on purpose
 	trap "rs_early_signal $_sig
-)" "${_sig%% *}"
+exit ${_sig#* }
+)
+exit ${_sig#* }" "${_sig%% *}"
 done
 unset _sig
 # No run ends non-zero with nothing said.  A command that fails where set -e ends the run is
@@ -472,7 +475,7 @@ is_elf() {
 declare -A UNIT_PID=() UNIT_T0=() UNIT_NS=() UNIT_TIMED_OUT=() WHY=()
 declare -A UNIT_STARTED=() UNIT_RC=() UNIT_RAN=() LOG_PID=()	# for a failed unit's outputs
 start_unit() {
-	local unit=$1 ns="$NS_PREFIX-$$-$RANDOM$RANDOM-$1" ns2="" srv="" mtu="" knobs=()
+	local unit=$1 ns="$NS_PREFIX-$$-$RANDOM$RANDOM-$1" ns2="" srv="" mtu="" knobs=() script=""
 	mkdir -p "$TMPDIR_RUN/raw"
 	mapfile -t knobs < <(knob_env "$unit")	# TL_KNOB_NAME=VALUE, checked by resolve_knobs
 	UNIT_T0[$unit]=$SECONDS
@@ -505,9 +508,14 @@ start_unit() {
 		rm -f "$TMPDIR_RUN/wire-$unit.err"
 	fi
 	unit_log_start "$unit"
+	# the script's path before the `&`, not a "$(...)" on that line: bash expands a background
+	# command's words in the child it forked, before that child resets the traps, so a signal
+	# pending at the fork ran run.sh's whole cleanup in the child too (bash 5.2, reproduced
+	# with a pending SIGTERM: the handler ran in both)
+	script=$(collect_script "$unit" "${U_REPORT[$unit]}")
 	ip netns exec "$ns" setsid env TL_BIN="$TL_BIN" ${TL_QUICK:+TL_QUICK=1} "${knobs[@]}" ${ns2:+TL_NS2=$ns2} \
 		${srv:+TL_WIRE=1 TL_NS_SERVER=$srv TL_MTU=$mtu} \
-		sh "$(collect_script "$unit" "${U_REPORT[$unit]}")" "$TMPDIR_RUN/raw/$unit" 2> "$TMPDIR_RUN/log/$unit.fifo" &
+		sh "$script" "$TMPDIR_RUN/raw/$unit" 2> "$TMPDIR_RUN/log/$unit.fifo" &
 	UNIT_PID[$unit]=$!
 	log "$unit: started in namespace $ns${ns2:+ (and $ns2)}${srv:+, wired to $srv (veth, MTU $mtu)}"
 }

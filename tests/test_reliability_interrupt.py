@@ -414,11 +414,37 @@ def test_signal_pending_at_a_command_substitution(tmp_path, sig):
     assert not left, f"{sig.name}: left {left}: {r.stderr}"
 
 
+# where the signal's trap runs: in the usual state (the `wait` builtin), or held until bash
+# parses the second `$(` of a word (the state of test_signal_pending_at_a_command_substitution)
+PENDING_AT = {"wait": "sleep 5 & kill -{sig} $$; wait $! || :",
+              "comsub": 'x="$(kill -{sig} $$; echo a)$(echo b)"'}
+
+
+@pytest.mark.parametrize("where", sorted(PENDING_AT))
+@pytest.mark.parametrize("sig", CATCHABLE, ids=[s.name for s in CATCHABLE])
+def test_a_handler_cut_short_still_cleans_up_and_exits(tmp_path, sig, where):
+    """bash goes on with a trap's next line when its handler is cut short by an expansion error
+    (or comes back).  With a `)` next, that was "trap: line 2: syntax error near unexpected token
+    `)'" and, under set -e, exit 2 with nothing cleaned up (CI: SIGTERM to run.sh, two
+    namespaces left).  Here rs_on_signal's first step, log, fails so; rs_trap_signals' fallback
+    still cleans up and exits 128+N, in both states."""
+    r, left = runstate_alone(tmp_path, "cut", """
+        log() { : $(( 1 + )); }
+        """ + PENDING_AT[where].format(sig=sig.name[3:]) + """
+        echo "went on" >&2
+        exit 0""")
+    assert "went on" not in r.stderr and "unexpected token" not in r.stderr, r.stderr
+    assert "unexpected EOF" not in r.stderr, r.stderr
+    assert r.returncode == 128 + sig, r.stderr
+    assert not left, f"{sig.name}: left {left}: {r.stderr}"
+
+
 def test_every_signal_trap_ends_in_its_own_close_paren():
-    """Every trap on a signal with an action, in tcplab's shell scripts, exits and ends in a line
-    `)` of its own (rs_trap_signals for bash, by hand in collect.sh), so that it survives bash
-    5.2's trap-in-`$(` parse above; `trap ''` (ignore), `trap -`, EXIT and ERR traps are free.  vm.sh
-    and runstate.sh set theirs through rs_trap_signals."""
+    """Every trap on a signal with an action, in tcplab's shell scripts, has a line `)` of its
+    own (rs_trap_signals for bash, by hand in collect.sh), so that it survives bash 5.2's
+    trap-in-`$(` parse above, and after it nothing or an exit (rs_trap_signals: the fallback
+    for a handler that came back, below); `trap ''` (ignore), `trap -`, EXIT and ERR traps are
+    free.  vm.sh and runstate.sh set theirs through rs_trap_signals."""
     bad, seen = [], 0
     for path in [os.path.join(TOP, "run.sh")] + glob.glob(os.path.join(TOP, "experiments",
                                                                            "**", "*.sh"),
@@ -432,13 +458,17 @@ def test_every_signal_trap_ends_in_its_own_close_paren():
             if not sigs or action in ("''", '""', "-"):
                 continue
             seen += 1
-            if not action[1:-1].endswith("\n)"):
+            lines = action[1:-1].split("\n")
+            # a `)` line of its own; after it nothing, or what ends the shell if the handler
+            # came back (rs_trap_signals: its fallback, then exit)
+            if ")" not in lines or not (lines[-1] == ")" or lines[-1].startswith("exit ")):
                 line = text.count("\n", 0, m.start()) + 1
                 bad.append(f"{os.path.relpath(path, TOP)}:{line}: {m.group(0).strip()}")
     assert seen >= 3 and not bad, "\n".join(bad)
     for lib in ("lib/runstate.sh", "guest/vm.sh"):
         with open(os.path.join(TOP, "experiments", lib)) as f:
-            assert re.search(r"^\s*rs_trap_signals (rs_)?on_signal ", f.read(), re.M), lib
+            assert re.search(r"^\s*rs_trap_signals (rs_)?on_signal (rs_)?cleanup ", f.read(),
+                             re.M), lib
 
 
 LONG_WAITS = [("p06-time-wait", "[p06-time-wait] TIME-WAIT, waited ")]

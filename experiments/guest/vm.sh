@@ -809,7 +809,7 @@ main() {
 	fi
 	case ${TCPLAB_SIDE_BY_SIDE:-1} in [1-9] | [1-9][0-9]) ;; *) fail 2 "TCPLAB_SIDE_BY_SIDE: '$TCPLAB_SIDE_BY_SIDE' is not 1..99" ;; esac
 	trap cleanup EXIT
-	rs_trap_signals on_signal "INT 130" "TERM 143" "HUP 129" "QUIT 131"	# runstate.sh: why
+	rs_trap_signals on_signal cleanup "INT 130" "TERM 143" "HUP 129" "QUIT 131"	# runstate.sh: why
 	{ mkdir -p "$RAWROOT" 2>/dev/null && [ -w "$RAWROOT" ]; } || fail 1 "cannot write to $RAWROOT"
 	resolve_kernel
 	[ -n "$TIMEOUT" ] || TIMEOUT=$((60 + $(units_duration)))

@@ -265,24 +265,42 @@ make_ns() {
 	tl_netns_create "$1"
 }
 
-# rs_trap_signals HANDLER 'SIG ARGS...'...: `trap 'HANDLER SIG ARGS...' SIG` for each, where
-# HANDLER never returns (it exits).  Each action ends in a newline and a `)` of its own, which
-# is never read when the shell's parser is in its usual state: the handler exits first.  It is
-# there for bash 5.2 (Debian 12's 5.2.15; 5.2.37, its last patch, too), which can run a trap while it parses a command
-# substitution: a signal that came while an earlier part of a word was expanded (a `$(...)`
-# child, waited for with traps held) is still pending when the next `$(` is reached, and
-# parse_command() (eval.c) runs pending traps before it parses even that, with the parser set
-# to end at `)`.  The trap's text is then parsed in that state; without a `)` of its own it is
-# "unexpected EOF while looking for matching `)'" and the trap never runs: the signal is lost,
-# or bash exits 2 (seen once in CI: SIGHUP to run.sh as its first unit started, exit 2).
-# bash 5.3 no longer runs traps there (parse_command checks PST_CMDSUBST).
+# rs_trap_signals HANDLER FALLBACK 'SIG CODE ARGS...'...: `trap 'HANDLER SIG CODE ARGS...' SIG`
+# for each, where HANDLER ends the shell (exit CODE).  Each action is six lines, for bash 5.2
+# (Debian 12's 5.2.15; 5.2.37, its last patch, too):
+#     HANDLER SIG CODE ARGS...
+#     FALLBACK CODE
+#     exit CODE
+#     )
+#     FALLBACK CODE
+#     exit CODE
+# - The `)`: bash 5.2 can run a pending trap while it starts to parse a `$(` or `<(` at
+#   expansion time (parse_command() in eval.c runs pending traps first; xparse_dolparen() in
+#   parse.y has just set the parser to read DOLPAREN first and to end at `)`, and the trap's
+#   save_parser_state() resets neither).  The trap's text is then parsed as a command
+#   substitution's body; without a `)` of its own it is "unexpected EOF while looking for
+#   matching `)'" and the trap never runs: the signal is lost, or bash exits 2 (seen once in CI:
+#   SIGHUP to run.sh as its first unit started, exit 2).  bash 5.3 no longer runs traps there.
+# - The lines around it: in the usual state bash runs a trap's text one command at a time, and
+#   goes on with the next one when a command is cut short by an expansion error (evalstring.c:
+#   a DISCARD jump) or the handler returns.  With only `)` next, that was a syntax error, and
+#   under set -e an exit 2 with nothing cleaned up (CI: "trap: line 2: syntax error near
+#   unexpected token `)'" after SIGTERM to run.sh, two namespaces left).  Now FALLBACK (the
+#   cleanup) and the exit come next, before the `)` in the usual state and after it in the `$(`
+#   state.
 rs_trap_signals() {
-	local handler=$1 spec
-	shift
+	local handler=$1 fallback=$2 spec code
+	shift 2
 	for spec in "$@"; do
+		code=${spec#* }
+		code=${code%% *}
 		# shellcheck disable=SC2064 # the action is fixed here, on purpose
 		trap "$handler $spec
-)" "${spec%% *}"
+$fallback $code
+exit $code
+)
+$fallback $code
+exit $code" "${spec%% *}"
 	done
 }
 
@@ -296,7 +314,7 @@ rs_start() {
 	RS_RUN_ID=$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')
 	export TL_RUN_ID=$RS_RUN_ID
 	trap rs_on_exit EXIT
-	rs_trap_signals rs_on_signal 'INT 130 "interrupted"' 'TERM 143 "terminated"' \
+	rs_trap_signals rs_on_signal rs_cleanup 'INT 130 "interrupted"' 'TERM 143 "terminated"' \
 		'HUP 129 "hung up"' 'QUIT 131 "quit"'
 	rs_lock_out "$OUT"
 	printf 'id=%s\npid=%s\nmode=%s\n' "$RS_RUN_ID" "$$" "${NS_MODE:-netns}" >> "$RS_RECORD"
