@@ -533,7 +533,14 @@ tl_netns_etc() {
 )" INT
 	trap "tl_etc_cleanup; exit 143
 )" TERM
-	mkdir -p "$ETC" || tl_die "cannot create $ETC"
+	# again at once if it failed: another run's cleanup removes /etc/netns when it finds it empty
+	# (tl_etc_cleanup, netns.sh), and that can fall between mkdir -p's two steps (CI: "cannot
+	# create /etc/netns/NS", a unit of the interrupt storm beside another p07 unit)
+	_n=0
+	until mkdir -p "$ETC" 2>/dev/null; do
+		_n=$((_n + 1))
+		[ "$_n" -lt 20 ] || tl_die "cannot create $ETC: $(mkdir -p "$ETC" 2>&1)"
+	done
 }
 
 # tl_etc_cleanup: tl_cleanup, then ETC (tl_netns_etc) removed, and /etc/netns where it is empty.
