@@ -44,7 +44,17 @@ def check_orderly(j, prm):
     # the closer: ESTAB -> FIN-WAIT-1 -> FIN-WAIT-2 -> TIME-WAIT, each sampled after the call
     # that caused it began (peer's and sockwatch's clock: the capture's is mapped onto it by
     # one measured offset, which a guest's clock does not keep)
-    seen = [s["state"] for s in p["states"]]
+    # A sample may catch the orphan's full socket already closed (UNCONN, port released) just
+    # after tcp_time_wait() put its timewait socket in its place: a CI run sampled FIN-WAIT-1,
+    # UNCONN, then the timewait socket's FIN-WAIT-2, where tcpevents had FIN-WAIT-1 ->
+    # FIN-WAIT-2, the timewait socket, and the full socket's FIN-WAIT-2 -> UNCONN within 22 us.
+    # Such a sample is the full socket's last, and the next one is the timewait socket's.
+    sts = p["states"]
+    gone = [k for k, s in enumerate(sts) if s["state"] == "UNCONN"]
+    for k in gone:
+        assert sts[k]["kind"] == "full" and sts[k + 1:k + 2] and sts[k + 1]["kind"] == "timewait", \
+            sts
+    seen = [s["state"] for k, s in enumerate(sts) if k not in gone]
     assert seen[-4:] == ["ESTAB", "FIN-WAIT-1", "FIN-WAIT-2", "TIME-WAIT"], seen
     assert set(seen[:-4]) <= {"SYN-SENT"}, seen      # a slow guest may sample the handshake
     st = {s["state"]: s for s in p["states"]}
