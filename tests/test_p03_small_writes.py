@@ -139,12 +139,16 @@ def check_facts(j, rawdir=None, drops=0):
     # reasons): the pingpong threshold where it is a sysctl (the first reply within ato of the
     # request counts one interactive exchange)
     thresh = j["sysctls"].get("net.ipv4.tcp_pingpong_thresh")
-    # (a server descheduled for a whole timer under load fires one more: a few allowed above)
+    # (a server descheduled for a whole timer under load fires one more: a few allowed above;
+    # and one whose reply leaves later than ato after the request does not count that exchange
+    # (tcp_event_data_sent), so it stays out of pingpong mode and ACKs the next request's first
+    # half as it reads it (tcp_cleanup_rbuf): one stall fewer, a few allowed below; a CI run
+    # under load had 98 of 99)
     slack = base["requests"] // 20
     if thresh is not None:
         assert base["fast_before_timer"] == thresh, base["fast_before_timer"]
         want = (base["requests"] - 1) // thresh
-        assert want <= stalls <= want + slack, (stalls, want)
+        assert want - slack <= stalls <= want + slack, (stalls, want)
         pp = p["pingpong3"]
         # the delayed-ACK timer leaves pingpong mode (tcp_delack_timer_handler): 3 more
         # exchanges to re-enter it, so one request in 3 stalls
