@@ -397,6 +397,12 @@ def test_signal_at_the_exit_traps_first_line(tmp_path, sig):
     assert not left, f"{sig.name}: left {left}: {r.stderr}"
 
 
+# where the signal's trap runs: in the usual state (the `wait` builtin), or held until bash
+# parses the second `$(` of a word (the state of the test below)
+PENDING_AT = {"wait": "sleep 5 & kill -{sig} $$; wait $! || :",
+              "comsub": 'x="$(kill -{sig} $$; echo a)$(echo b)"'}
+
+
 @pytest.mark.parametrize("sig", CATCHABLE, ids=[s.name for s in CATCHABLE])
 def test_signal_pending_at_a_command_substitution(tmp_path, sig):
     """bash 5.2 runs a pending trap as it starts to parse a `$(`, with its parser set to end at
@@ -404,8 +410,7 @@ def test_signal_pending_at_a_command_substitution(tmp_path, sig):
     for matching `)'", exit 2).  Made certain here: the first `$(...)` of a word signals the
     shell, whose trap is held until the second `$(` is parsed.  The handler must run, clean up
     and exit 128+N; without runstate.sh's `)` the signal was lost and the shell went on."""
-    r, left = runstate_alone(tmp_path, "cs", f"""
-        x="$(kill -{sig.name[3:]} $$; echo a)$(echo b)"
+    r, left = runstate_alone(tmp_path, "cs", PENDING_AT["comsub"].format(sig=sig.name[3:]) + """
         echo "went on: x=$x" >&2
         exit 0""")
     assert "went on" not in r.stderr and "unexpected EOF" not in r.stderr, r.stderr
@@ -413,11 +418,6 @@ def test_signal_pending_at_a_command_substitution(tmp_path, sig):
     assert "stopping every unit" in r.stderr
     assert not left, f"{sig.name}: left {left}: {r.stderr}"
 
-
-# where the signal's trap runs: in the usual state (the `wait` builtin), or held until bash
-# parses the second `$(` of a word (the state of test_signal_pending_at_a_command_substitution)
-PENDING_AT = {"wait": "sleep 5 & kill -{sig} $$; wait $! || :",
-              "comsub": 'x="$(kill -{sig} $$; echo a)$(echo b)"'}
 
 
 @pytest.mark.parametrize("where", sorted(PENDING_AT))
