@@ -322,3 +322,33 @@ def test_no_duplicate_ack_at_all_is_an_rto_the_report_names(tmp_path):
     assert p["dup_before_rtx"] == 0 and p["counters"]["TcpExtTCPTimeouts"] == 1
     assert "the receiver sent no duplicate ACK" in p["how"]["rule"]
     check_nosack(j)
+
+
+def test_an_ack_sent_first_but_arrived_late_is_no_duplicate(tmp_path):
+    """A live run of `make test` (6.18 host, 6 December 2026): in part sack the capture showed
+    the first ACK of ack=5793 with a SACK block (win=74), and 2 µs later one with the same ack,
+    no SACK block and win=73.  A receiver never moves its window's right edge back, so the one
+    of win=73 was sent first (the cumulative ACK up to the hole) and arrived second.  The report
+    counted it as duplicate ACK 1, without a block, and the test's check_sack failed on it; it
+    now names it and counts the block-carrying ACKs alone.  Where the server's
+    tcp_shrink_window is 1 the window may fall, and the report does not draw that conclusion."""
+    r = R.run(data_raw("late-ack"), tmp_path / "as-run")
+    assert r.returncode == 0, r.stderr
+    j = R.load(tmp_path / "as-run")
+    p = j["parts"]["sack"]
+    assert p["late_acks"] == [{"t_ms": 0.091, "ack": 5793, "win": 73, "after_win": 74}]
+    assert [d["sack"] for d in p["dup_acks"]] == [[[7241, e]] for e in range(8689, 14482, 1448)]
+    assert p["dup_before_rtx"] == 2 and j["parts"]["nosack"]["late_acks"] == []
+    check_sack(j)
+    check_nosack(j)
+    text = (tmp_path / "as-run" / f"{NAME}.txt").read_text()
+    assert "an ACK sent earlier, arrived later: 0.091 ms, ack=5793 win=73 after win=74" in text
+    import shutil
+    root = tmp_path / "raw"
+    shutil.copytree(data_raw("late-ack"), root)
+    with open(root / NAME / "sack-server-sysctls.txt", "a") as f:
+        f.write("net.ipv4.tcp_shrink_window=1\n")
+    r = R.run(root, tmp_path / "shrink")
+    assert r.returncode == 0, r.stderr
+    p = R.load(tmp_path / "shrink")["parts"]["sack"]
+    assert p["late_acks"] == [] and p["dup_acks"][0]["sack"] == []

@@ -145,6 +145,24 @@ def read_events(rawdir, part):
                         if e["event"] == "retrans"], "lost": ev["lost"], "missed": ev["missed"]}
 
 
+def late_acks(acks):
+    """The ACKs (in arrival order) that the receiver sent before one that reached the capture
+    ahead of them: the same acknowledgment number with a smaller window field.  A receiver
+    never moves its window's right edge back (tcp_select_window(), net/ipv4/tcp_output.c: a
+    smaller new window becomes ALIGN(cur_win, 1 << rcv_wscale)), so with the same ack the field
+    never falls from one ACK to the next it sends; unless net.ipv4.tcp_shrink_window is 1
+    (6.5 on; 0 in a fresh namespace), where the caller does not ask.  Each is returned with
+    "after_win", the larger field that came first."""
+    best, late = {}, []
+    for p in acks:
+        w = best.get(p["ack"])
+        if p["len"] == 0 and w is not None and p["win"] < w:
+            p["after_win"] = w
+            late.append(p)
+        best[p["ack"]] = p["win"] if w is None else max(w, p["win"])
+    return late
+
+
 def one_part(rawdir, name, params, hz):
     cpath = os.path.join(rawdir, f"{name}-capture.txt")
     c = t.one_line(os.path.join(rawdir, f"{name}-client.txt"), "connected ")
@@ -188,12 +206,19 @@ def one_part(rawdir, name, params, hz):
     syn = next(p for p in segs if p["dir"] == "c>s" and "S" in p["flags"])
     sack_ok = "sackok" in syn.get("opts", "").split(",")
     # the duplicate ACKs: from the server, no data, no SYN or FIN, repeating the highest
-    # acknowledgment so far (the hole's sequence number), after the hole was sent
+    # acknowledgment so far (the hole's sequence number), after the hole was sent.  The ACK
+    # that first acknowledged up to the hole is not one, even when it arrived late (late_acks)
+    acks = [p for p in segs if p["dir"] == "s>c" and p["ack"] is not None]
+    # the server's tcp_shrink_window: None where the kernel has none (5.10) or the run did
+    # not record it (the references before it joined SYSCTLS; a fresh namespace's is 0)
+    shrink = t.sysctl_int(ssysctls, "net.ipv4.tcp_shrink_window",
+                          f"{name}-server-sysctls.txt", 0, 1)
+    late = late_acks(acks) if not shrink else []
+    first = next((p for p in late if p["ack"] == hole["seq"]), None)
     dup, top = [], None
-    for p in segs:
-        if p["dir"] != "s>c" or p["ack"] is None:
-            continue
-        if (p["ack"] == top == hole["seq"] and p["len"] == 0 and p["t_ns"] > hole["t_ns"]
+    for p in acks:
+        if (p is not first and p["ack"] == hole["seq"] and (top == hole["seq"] or first)
+                and p["len"] == 0 and p["t_ns"] > hole["t_ns"]
                 and not set(p["flags"]) & set("SF")):
             dup.append(p)
         top = p["ack"] if top is None else max(top, p["ack"])
@@ -215,7 +240,8 @@ def one_part(rawdir, name, params, hz):
            "mss": mss, "tcp_sack": sack_on, "sackok": sack_ok,
            "result": {k: res.float(k) for k in ("first_us", "elapsed_s")},
            "reordering": t.sysctl_int(sysctls, "net.ipv4.tcp_reordering", f"{name}-sysctls.txt", 1),
-           "hole": hole, "rtx": rtx, "dup": dup, "before": before, "gap_us": round(gap_us, 3),
+           "hole": hole, "rtx": rtx, "dup": dup, "before": before, "late": late,
+           "gap_us": round(gap_us, 3),
            "hole_end": hole_end, "flight_end": flight_end, "covered": covered,
            "one_jiffy_us": 10**6 // hz, "events": ev, "ev_retrans": ev_retrans,
            "counters": cc, "server_counters": sc, "capture": cap, "segs": segs, "again": again}
@@ -288,6 +314,11 @@ def part_lines(r, title):
     for p in r["dup"]:
         mark = "" if p in r["before"] else "  (after the retransmission)"
         lines.append(f"  {ms(p['t_ns']):10.3f}  {blocks_text(p)}{mark}")
+    for p in r["late"]:
+        lines.append(f"an ACK sent earlier, arrived later: {ms(p['t_ns']):.3f} ms, "
+                     f"ack={p['ack']} win={p['win']} after win={p['after_win']} with the same "
+                     "ack; the receiver never moves its window's right edge back "
+                     "(tcp_select_window()), so it sent this one first (not a duplicate ACK)")
     lines.append(f"the hole sent again at {ms(r['rtx']['t_ns']):.3f} ms, "
                  f"{(r['rtx']['t_ns'] - r['hole']['t_ns']) / 1e6:.3f} ms after its first send")
     cause, rule_txt = how(r)
@@ -302,6 +333,8 @@ def part_rows(r):
                  idx[id(r["rtx"])]: f"segment {r['drop']} sent again"}
     for k, p in enumerate(r["dup"], 1):
         seg_notes[idx[id(p)]] = f"dup ACK {k}" + (f", SACK {blocks_text(p)}" if p["sack"] else "")
+    for p in r["late"]:
+        seg_notes[idx[id(p)]] = f"sent before the ACK of win={p['after_win']}"
     return [{"sep": f"{r['part']}: segment {r['drop']} of {r['flight']} dropped once"}] + \
         pkt.ladder_rows(r["segs"], r["start_ns"], notes, seg_notes)
 
@@ -316,6 +349,8 @@ def part_json(r):
             "flight_end": r["flight_end"],
             "dup_acks": [{"t_ms": ms(p["t_ns"]), "sack": [list(b) for b in p["sack"]],
                           "before_rtx": p in r["before"]} for p in r["dup"]],
+            "late_acks": [{"t_ms": ms(p["t_ns"]), "ack": p["ack"], "win": p["win"],
+                           "after_win": p["after_win"]} for p in r["late"]],
             "rtx_ms": ms(r["rtx"]["t_ns"]), "dup_before_rtx": len(r["before"]),
             "gap_us": r["gap_us"], "how": {"cause": cause, "rule": rule_txt},
             "tcpevents": tw.retrans_json(r, ms),

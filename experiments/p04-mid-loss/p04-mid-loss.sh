@@ -37,7 +37,7 @@ KEEP_S="$KEEP_S,TcpExtTCPTimeouts,TcpOutSegs,TcpInSegs,TcpExtDelayedACKs"
 KEEP_S="$KEEP_S,TcpExtTCPBacklogCoalesce"	# segments merged while the reader held the socket
 SYSCTLS="ipv4/tcp_sack ipv4/tcp_recovery ipv4/tcp_reordering ipv4/tcp_early_retrans
 ipv4/tcp_dsack ipv4/tcp_timestamps ipv4/tcp_congestion_control ipv4/tcp_rto_min_us
-ipv4/tcp_autocorking"
+ipv4/tcp_autocorking ipv4/tcp_shrink_window"
 
 # the segment size: the veth's MTU less the IPv4 and TCP headers with timestamps (20 + 20 + 12);
 # the request is FLIGHT whole segments, so every segment of the flight has this length
