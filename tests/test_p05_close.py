@@ -357,6 +357,40 @@ def test_report_usage():
 test_live_run_kernel_facts = R.live_test(check_all, timeout=120)
 
 
+def closing_sample(d, after):
+    """An UNCONN sample of the orderly client, port released, full socket, right after its
+    sample in state `after`."""
+    p = d / "orderly-sockwatch.txt"
+    lines = p.read_text().splitlines(True)
+    i = next(k for k, x in enumerate(lines) if f" state={after} " in x)
+    f = dict(kv.split("=", 1) for kv in lines[i].split())
+    t_ns = int(f["t_ns"]) + 1000
+    new = (f"t_s={float(f['t_s']) + 1e-6:.6f} t_ns={t_ns} sample={int(f['sample']) + 1} "
+           "event=change state=UNCONN timer=off expires_ms=0 retrans=0 rq=0 wq=0 "
+           "local=192.0.2.1:0 " + lines[i].split(" local=", 1)[1].split(" ", 1)[1])
+    p.write_text("".join(lines[:i + 1] + [new] + lines[i + 1:]))
+
+
+@pytest.mark.parametrize("after,named", [("FIN-WAIT-1", True), ("TIME-WAIT", False)])
+def test_sockwatch_alone_names_the_full_sockets_closing_sample(tmp_path, after, named):
+    """Without tcpevents (a guest, or BPF refused), the same UNCONN sample is named from
+    sockwatch's own samples: a full socket's, and the next one the timewait socket's.  After
+    TIME-WAIT (no timewait socket next) it is not."""
+    def both(d):
+        without_tcpevents(d)
+        closing_sample(d, after)
+    out = tmp_path / "out"
+    r = R.run(R.broken_copy(tmp_path, both), out)
+    assert r.returncode == 0, r.stderr
+    text = (out / (NAME + ".txt")).read_text()
+    assert ("(the full socket's last sample)" in text) == named, text[:3000]
+    assert ("is the full socket's last sample, closing: the next one is the timewait socket "
+            "tcp_time_wait() had put in its place)" in text) == named
+    sts = R.load(str(out))["parts"]["orderly"]["states"]
+    closed = [s for s in sts if s["state"] == "UNCONN"]
+    assert len(closed) == 1 and closed[0].get("replaced", False) == named, sts
+
+
 @pytest.mark.parametrize("after,excused", [("FIN-WAIT-1", True), ("TIME-WAIT", False)])
 def test_a_full_socket_sampled_closing_as_its_timewait_socket_replaces_it(tmp_path, after,
                                                                           excused):
@@ -364,18 +398,8 @@ def test_a_full_socket_sampled_closing_as_its_timewait_socket_replaces_it(tmp_pa
     port released, between FIN-WAIT-1 and the timewait socket's FIN-WAIT-2, the full socket's
     last moment (tcpevents printed its FIN-WAIT-2 -> UNCONN beside the timewait line).  That
     sample is said as what it is; the same UNCONN sampled after TIME-WAIT is still refused."""
-    def sample(d):
-        p = d / "orderly-sockwatch.txt"
-        lines = p.read_text().splitlines(True)
-        i = next(k for k, x in enumerate(lines) if f" state={after} " in x)
-        f = dict(kv.split("=", 1) for kv in lines[i].split())
-        t_ns = int(f["t_ns"]) + 1000
-        new = (f"t_s={float(f['t_s']) + 1e-6:.6f} t_ns={t_ns} sample={int(f['sample']) + 1} "
-               "event=change state=UNCONN timer=off expires_ms=0 retrans=0 rq=0 wq=0 "
-               "local=192.0.2.1:0 " + lines[i].split(" local=", 1)[1].split(" ", 1)[1])
-        p.write_text("".join(lines[:i + 1] + [new] + lines[i + 1:]))
     out = tmp_path / "out"
-    r = R.run(R.broken_copy(tmp_path, sample), out)
+    r = R.run(R.broken_copy(tmp_path, lambda d: closing_sample(d, after)), out)
     assert r.returncode == 0, r.stderr
     text = (out / (NAME + ".txt")).read_text()
     said = "the full socket closing as its timewait socket replaced it"

@@ -312,6 +312,12 @@ def states(events):
                     "expires_ms": e["expires_ms"], "kind": kind, "how": how, "inode": e["inode"],
                     "rq": e["rq"], "wq": e["wq"]})
         gone = None
+    # a full socket sampled closed with a timewait socket next: tcp_time_wait() had put the
+    # timewait socket in its place (the same cookie: inet_twsk_alloc() copies it), and the
+    # full socket's own FIN-WAIT-2 -> CLOSE came a moment later; the dump caught it between
+    for a, b in zip(out, out[1:]):
+        if a["state"] == t.CLOSED and a["kind"] == "full" and b["kind"] == "timewait":
+            a["replaced"] = True
     if gone is not None:
         out.append({"state": "gone", "t_s": gone["t_s"], "timer": gone["timer"],
                     "expires_ms": gone["expires_ms"], "kind": "-", "how": "gone",
@@ -581,8 +587,15 @@ def state_lines(part, side):
             words.append(f"gone {s['t_s'] * 1e3:.3f}")
         else:
             words.append(f"{t.shown_state(s['state'])} {s['t_s'] * 1e3:.3f}" +
-                         (f" ({s['how']})" if s["how"] == "gone+new" else ""))
-    return f"  {side}: " + " -> ".join(words)
+                         (f" ({s['how']})" if s["how"] == "gone+new" else "") +
+                         (" (the full socket's last sample)" if s.get("replaced") else ""))
+    out = [f"  {side}: " + " -> ".join(words)]
+    for s in sts:
+        if s.get("replaced"):
+            out.append(f"  ({side}: {t.shown_state(s['state'])} at {s['t_s'] * 1e3:.3f} ms is the "
+                       "full socket's last sample, closing: the next one is the timewait socket "
+                       "tcp_time_wait() had put in its place)")
+    return out
 
 
 def exact_lines(part):
@@ -808,8 +821,8 @@ def part_lines(part):
     lines += step_lines(part) + [""]
     lines += ["packets (the client's end of the veth):"] + packet_lines(part) + [""]
     lines += ["sockwatch (each side in its own namespace, every 1 ms, states but LISTEN):"]
-    lines += event_lines(part) + ["", "states, each from the first sample that showed it (ms):",
-                                  state_lines(part, "client"), state_lines(part, "server"), ""]
+    lines += event_lines(part) + ["", "states, each from the first sample that showed it (ms):"]
+    lines += state_lines(part, "client") + state_lines(part, "server") + [""]
     lines += exact_lines(part)
     lines += ["what they show:"] + finding_lines(part) + [""]
     lines += ["counters (each side read in its own namespace):"] + counter_lines(part) + [""]
