@@ -195,6 +195,87 @@ def test_ktls_counter_that_disagrees_is_said(tmp_path):
     assert "DISAGREE: server: TlsRxSw moved 1, tls_peer says 0, sockwatch's last tls state 0" in text
 
 
+# `ss -tieH` of each kTLS part's socket (ktls_ss, p08-tls-common.sh), as iproute2 6.1.0's ss
+# printed it in a 6.1 guest run (./run.sh --kernel 6.1, issue 29), the socket's ino: and sk:
+# (its cookie, hex) made those the 6.1 reference's sockwatch watched: (file, ino, sk, ULP words)
+SS61 = (("ktls13-ss.txt", 10662, 2, "version: 1.3 cipher: aes-gcm-256 rxconf: none txconf: sw"),
+        ("ktls13-server-ss.txt", 10625, 1,
+         "version: 1.3 cipher: aes-gcm-256 rxconf: none txconf: sw"),
+        ("ktls12-ss.txt", 10740, 3, "version: 1.2 cipher: aes-gcm-256 rxconf: sw txconf: sw"),
+        ("ktls12-server-ss.txt", 10703, 4,
+         "version: 1.2 cipher: aes-gcm-256 rxconf: sw txconf: sw"))
+
+
+def ss_line(ino, sk, ulp):
+    return (f"510    0      192.0.2.1:42302 192.0.2.2:21085 ino:{ino} sk:{sk:x} "
+            "cgroup:unreachable:1 <->\n\t ts sack cubic wscale:6,6 rto:204 rtt:0.709/0.309 ato:40 "
+            "mss:1448 pmtu:1500 rcvmss:646 advmss:1448 cwnd:10 bytes_sent:305 bytes_acked:306 "
+            "bytes_received:1156 segs_out:7 segs_in:6 data_segs_out:2 data_segs_in:3 send 163Mbps "
+            "lastsnd:168 lastrcv:128 lastack:144 pacing_rate 326Mbps delivery_rate 25Mbps "
+            "delivered:3 app_limited busy:4ms rcv_space:14480 rcv_ssthresh:64088 minrtt:0.464 "
+            f"snd_wnd:64896 tcp-ulp-tls {ulp}\n")
+
+
+def ref61_with_ss(tmp_path, change=None):
+    """The 6.1 reference's raw p08-tls-handshake with SS61's ss files (change: {file: text}),
+    and the report's .txt and .json over it."""
+    if not os.path.isdir(os.path.join(REF61, "raw", "p08-tls-handshake")):
+        pytest.skip("no 6.1 guest reference")
+    root = tmp_path / "raw"
+    shutil.copytree(os.path.join(REF61, "raw", "p08-tls-handshake"), root / "p08-tls-handshake")
+    for name, ino, sk, ulp in SS61:
+        text = (change or {}).get(name, ss_line(ino, sk, ulp))
+        (root / "p08-tls-handshake" / name).write_text(text)
+    out = tmp_path / "out"
+    out.mkdir()
+    r = run_report(root, out)
+    assert r.returncode == 0, r.stderr
+    return (out / (NAME + ".txt")).read_text(), load(str(out))
+
+
+def test_ss_beside_sockwatch_agrees(tmp_path):
+    """ss -tieH decodes the same INET_DIAG_ULP_INFO: its words beside sockwatch's decoding, one
+    cross-check line per part; ss's `none` is TLS_CONF_BASE, sockwatch's `base`."""
+    text, j = ref61_with_ss(tmp_path)
+    assert ("ss -tieH (iproute2) of the client's socket after the handshake: ino:10662 sk:2: "
+            "tcp-ulp-tls version: 1.3 cipher: aes-gcm-256 rxconf: none txconf: sw") in text
+    assert text.count("cross-check: ss's decoding on the client and server (the sockets sockwatch "
+                      "watched: ino = inode, sk = cookie) is sockwatch's last tls state") == 2
+    assert "DISAGREE" not in text
+    check_ktls(j)
+    parts = {p["part"]: p for p in j["ktls_parts"]}
+    assert parts["ktls13"]["server"]["ss"]["state"] == {
+        "ulp": "tls", "tls_version": "1.3", "tls_cipher": "aes-gcm-256", "tls_tx": "sw",
+        "tls_rx": "base"}
+    assert parts["ktls12"]["client"]["ss"]["socket"] == {"ino": 10740, "cookie": 3}
+    # without the ss files (every committed reference) no line is added: replayed byte for byte
+    assert "ss -tieH" not in open(os.path.join(REF61, NAME + ".txt")).read()
+
+
+@pytest.mark.parametrize("name,text,word", [
+    ("ktls13-ss.txt", ss_line(10662, 2, "version: 1.3 cipher: aes-gcm-256 rxconf: sw txconf: sw"),
+     "DISAGREE: client: ss says tls_rx=sw, sockwatch's last tls state tls_rx=base"),
+    ("ktls12-server-ss.txt", ss_line(99, 4, "version: 1.2 cipher: aes-gcm-256 rxconf: sw txconf: sw"),
+     "DISAGREE: server: ss's socket ino:99 cookie 4 is not the one sockwatch watched"),
+])
+def test_ss_that_disagrees_is_said(tmp_path, name, text, word):
+    out, _ = ref61_with_ss(tmp_path, {name: text})
+    assert word in out
+    assert out.count("DISAGREE") == 1
+
+
+def test_ss_that_came_after_the_close_is_no_disagreement(tmp_path):
+    """A 7.2 TCG guest's server socket was gone when ss ran (an empty file): said, not compared;
+    the other end's cross-check stands alone."""
+    out, j = ref61_with_ss(tmp_path, {"ktls13-server-ss.txt": ""})
+    assert ("ss -tieH (iproute2) of the server's socket after the handshake: no ESTAB socket on "
+            "the part's port when it ran: not cross-checked") in out
+    assert "cross-check: ss's decoding on the client (the sockets" in out
+    assert "DISAGREE" not in out
+    parts = {p["part"]: p for p in j["ktls_parts"]}
+    assert parts["ktls13"]["server"]["ss"] == {"socket": None, "disagree": []}
+
+
 @pytest.mark.parametrize("path,word", [
     ("ktls13-tls-stat-after.txt", "tls_stat"),
     ("ktls12-server-sockwatch.txt", "sockwatch saw no socket"),
@@ -340,6 +421,18 @@ def test_guest_61_runs_kernel_tls(tmp_path):
     j = load(str(tmp_path))
     check_ktls(j)
     assert not os.path.exists(raw / "key.pem")
+    # iproute2's ss on the same sockets after the handshake (ktls_ss): the same decoding; an ss
+    # that came after the close (a loaded TCG guest) is said, not compared
+    text = (tmp_path / (NAME + ".txt")).read_text()
+    for p in ("ktls13", "ktls12"):
+        assert (raw / f"{p}-ss.txt").exists() and (raw / f"{p}-server-ss.txt").exists()
+    lines = [x for x in text.splitlines() if x.startswith("ss -tieH (iproute2) of the ")]
+    assert len(lines) == 4
+    seen = [not x.endswith("not cross-checked") for x in lines]
+    assert all(": tcp-ulp-tls version: 1." in x for x, s in zip(lines, seen) if s), lines
+    # one cross-check line for each part (ktls13, then ktls12) where ss saw either end
+    assert text.count("cross-check: ss's decoding on the ") == any(seen[:2]) + any(seen[2:])
+    assert "DISAGREE" not in text
 
 
 def test_a_closing_socket_with_the_ulp_name_alone_is_not_its_last_tls_state(tmp_path):

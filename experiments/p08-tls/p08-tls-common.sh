@@ -66,9 +66,13 @@ ktls_watch() {
 # ktls_part PART PORT VERSION: one connection at that TLS version with kernel TLS asked for on
 # both ends (tls_peer -K).  The client waits 400 ms after connect() before the handshake (-W),
 # so sockwatch samples both ends connected with no ULP yet (a 6.1 TCG guest in CI, without the
-# wait, had its first sample after the handshake: ulp=tls already), and 400 ms after the
+# wait, had its first sample after the handshake: ulp=tls already), and 2000 ms after the
 # handshake (-w) before its request, so both sockets sit as the handshake left them while
-# sockwatch samples them; tls_stat is read on both ends before and after.
+# sockwatch samples them and, in that wait (both ends' `ktls` lines printed, the client not yet
+# at its request), ktls_ss records each end's socket as iproute2's ss decodes it; tls_stat is read
+# on both ends before and after.  The second wait was 400 ms, enough for sockwatch, already
+# running; not for two ss started in a 6.1 TCG guest on this 2-core host at load average 5.4,
+# which both came after the close (issue 29).
 ktls_part() {
 	_p=$1 _port=$2 _v=$3
 	tl_bg "$RAW/$_p-server.txt" nsenter --net="/run/netns/$TL_NS_SERVER" "$TL_BIN/tls_peer" \
@@ -86,8 +90,9 @@ ktls_part() {
 	tl_capture "$_p-capture" "$TL_CLIENT_IF" "$_port" -s 65535
 	tl_log "$_p: tls_peer -K, TLS $_v, kernel TLS asked for on both ends"
 	tl_bg "$RAW/$_p-client.txt" "$TL_BIN/tls_peer" -r client -a "$TL_SERVER_ADDR" -p "$_port" \
-		-V "$_v" -K -W 400 -w 400
+		-V "$_v" -K -W 400 -w 2000
 	_cli=$TL_LAST
+	ktls_ss "$_p" "$_port" "$_cli" "$_srv"
 	tl_wait_exit "$_cli" "$END_S"
 	tl_wait_exit "$_srv" "$END_S"
 	tl_wait_exit "$_cw" $((END_S + 5))
@@ -95,6 +100,23 @@ ktls_part() {
 	tl_both_counters_after "$_p-" "$KEEP" "$KEEP"
 	tl_uncapture
 	tls_stat "$_p-tls-stat-after.txt"
+}
+
+# ktls_ss PART PORT CLIENT_PID SERVER_PID: once both ends printed their `ktls` line (OpenSSL
+# has handed over what it will; the client then waits 2000 ms, -w, before its request), `ss -tieH`
+# of the part's ESTAB socket on each end: raw/PART-ss.txt (the client's) and
+# raw/PART-server-ss.txt, the ULP as iproute2 decodes the same INET_DIAG_ULP_INFO that sockwatch
+# reads (`tcp-ulp-tls version: ... cipher: ... rxconf: ... txconf: ...`), a cross-check of its
+# decoding in the report.  ss needs CAP_NET_ADMIN for the ULP's details, as sockwatch does.
+# The two run side by side: one after the other they outlasted a 400 ms wait in a 7.2 TCG guest,
+# whose server socket was gone when its ss came (an empty file: the report says so).
+ktls_ss() {
+	tl_wait_line "$3" "$RAW/$1-client.txt" '^ktls ' "$END_S"
+	tl_wait_line "$4" "$RAW/$1-server.txt" '^ktls ' "$END_S"
+	tl_srv ss -tieH state established "( sport = :$2 )" > "$RAW/$1-server-ss.txt" &
+	_ssp=$!
+	ss -tieH state established "( dport = :$2 )" > "$RAW/$1-ss.txt" || tl_die "ss failed"
+	wait "$_ssp" || tl_die "ss failed in the server's namespace"
 }
 
 # tls_done: the key goes (a throwaway, but a private key all the same); the wire recorded

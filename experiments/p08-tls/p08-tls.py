@@ -4,8 +4,9 @@ resumed from its session ticket, and a TLS 1.2 handshake, each with the round tr
 client could send application data and the bytes each way; kernel TLS (TCP_ULP "tls") where the
 kernel has it: a TLS 1.3 and a TLS 1.2 connection with OpenSSL's kTLS on both ends, which
 directions went into the kernel (tls_peer), the sockets' ULP as sock_diag showed it while open
-(sockwatch), and /proc/net/tls_stat's deltas on each end, cross-checked; else one line why it
-was skipped.  p08-tls-close: three endings (close_notify, a
+(sockwatch; iproute2's ss -tieH of the same sockets beside it where the run saved that), and
+/proc/net/tls_stat's deltas on each end, cross-checked; else one line why it was skipped.
+p08-tls-close: three endings (close_notify, a
 FIN without it, a RST) and what the client's next SSL_read returned.  p08-tls-records: one
 16384-byte SSL_write's record over the client's segments, ten small SSL_writes' records per
 segment with Nagle and with TCP_NODELAY, and p03's request in two writes under TLS (Nagle,
@@ -16,6 +17,7 @@ are the lab's own decoding of the payloads the capture kept (raw/<unit>/<part>-c
 snaplen 65535): content type, legacy version, length, and the handshake message types of the
 records still in plaintext.  Every number from raw/."""
 import os
+import re
 import struct
 import sys
 
@@ -305,6 +307,53 @@ def ulp_states(path):
     return states
 
 
+# iproute2 ss's words for TLS_CONF_* (misc/ss.c tcp_tls_conf()) -> sockwatch's (tl_ulp.c)
+SS_CONF = {"none": "base", "sw": "sw", "hw": "hw", "hw-record": "hw_record"}
+SS_KEYS = (("version", "tls_version"), ("cipher", "tls_cipher"), ("txconf", "tls_tx"),
+           ("rxconf", "tls_rx"))
+
+
+def ss_ulp(path):
+    """raw/PART[-server]-ss.txt, `ss -tieH` of the part's ESTAB socket in one namespace (written
+    by collect runs since issue 29; None where absent): {"ino", "cookie" (ss's sk:, hex), "text"
+    (what ss printed from tcp-ulp- on), "state" (sockwatch's keys for what ss printed: conf
+    words as sockwatch names them)}, or {"socket": None} when ss showed no socket."""
+    lines = t.read_lines(path, optional=True)
+    if lines is None:
+        return None
+    heads = [x for x in lines if x and not x[0].isspace()]
+    if not heads:
+        return {"socket": None}
+    if len(heads) > 1:
+        raise t.RawError(f"{path}: {len(heads)} sockets, one wanted")
+    text = " ".join(x.strip() for x in lines)
+    ino, sk = re.search(r" ino:(\d+)", text), re.search(r" sk:([0-9a-f]+)", text)
+    ulp = re.search(r" (tcp-ulp-(\S+).*)$", text)
+    if not ino or not sk:
+        raise t.RawError(f"{path}: no ino: or sk: (ss -e)")
+    out = {"socket": {"ino": int(ino.group(1)), "cookie": int(sk.group(1), 16)},
+           "text": ulp.group(1) if ulp else None,
+           "state": {"ulp": ulp.group(2) if ulp else "none"}}
+    for word, key in SS_KEYS:
+        m = ulp and re.search(rf" {word}: (\S+)", ulp.group(1))
+        if m:
+            out["state"][key] = SS_CONF.get(m.group(1), m.group(1)) if "conf" in word \
+                else m.group(1)
+    return out
+
+
+def ss_disagree(side, ss, final, watched):
+    """What ss printed against sockwatch's last TLS state of the same socket (inode, cookie);
+    nothing to compare when ss found no socket (it ran after the socket's close)."""
+    if ss["socket"] is None:
+        return []
+    if (ss["socket"]["ino"], ss["socket"]["cookie"]) not in watched:
+        return [f"{side}: ss's socket ino:{ss['socket']['ino']} cookie {ss['socket']['cookie']} "
+                "is not the one sockwatch watched"]
+    return [f"{side}: ss says {k}={v}, sockwatch's last tls state {k}={final.get(k)}"
+            for k, v in ss["state"].items() if final.get(k) != v]
+
+
 def ktls_side(rawdir, part, side):
     """One end of a kTLS part: tls_peer's ktls line, the sockwatch states, the tls_stat delta."""
     pre = "" if side == "client" else "server-"
@@ -325,11 +374,19 @@ def ktls_side(rawdir, part, side):
              "TlsRxSw": (delta["TlsRxSw"], int(kl["recv"]), int(final["tls_rx"] == "sw"))}
     disagree = [f"{side}: {k} moved {d}, tls_peer says {p}, sockwatch's last tls state {w}"
                 for k, (d, p, w) in check.items() if not d == p == w]
-    return {"side": side, "version": hs["version"], "cipher": hs["cipher"],
-            "send": int(kl["send"]), "recv": int(kl["recv"]), "ulp": kl["ulp"],
-            "ulp_errno": kl["ulp_errno"], "ulp_states": states,
-            "tls_stat_delta": {k: v for k, v in delta.items() if v},
-            "tls_stat_after": after, "disagree": disagree}
+    out = {"side": side, "version": hs["version"], "cipher": hs["cipher"],
+           "send": int(kl["send"]), "recv": int(kl["recv"]), "ulp": kl["ulp"],
+           "ulp_errno": kl["ulp_errno"], "ulp_states": states,
+           "tls_stat_delta": {k: v for k, v in delta.items() if v},
+           "tls_stat_after": after, "disagree": disagree}
+    ss = ss_ulp(os.path.join(rawdir, f"{part}-{pre}ss.txt"))
+    if ss is not None:      # runs since issue 29 only: the references' .json stay as they are
+        sw = os.path.join(rawdir, f"{part}-{pre}sockwatch.txt")
+        watched = {(d.int("inode"), d.int("cookie")) for d in t.read_sockwatch(sw)
+                   if "inode" in d and "cookie" in d}
+        ss["disagree"] = ss_disagree(side, ss, final, watched)
+        out["ss"] = ss
+    return out
 
 
 def ktls_part(rawdir, part):
@@ -343,6 +400,30 @@ def state_text(st):
     if st["ulp"] != "tls":
         return f"ulp={st['ulp']}"
     return (f"tls {st['tls_version']} {st['tls_cipher']} tx={st['tls_tx']} rx={st['tls_rx']}")
+
+
+def ss_lines(c, s):
+    """iproute2's ss beside sockwatch, where the run saved `ss -tieH` (none: no line)."""
+    sides = [x for x in (c, s) if "ss" in x]
+    if not sides:
+        return []
+    out = []
+    for x in sides:
+        ss = x["ss"]
+        what = ("no ESTAB socket on the part's port when it ran: not cross-checked"
+                if ss["socket"] is None else
+                f"ino:{ss['socket']['ino']} sk:{ss['socket']['cookie']:x}: "
+                f"{ss['text'] or 'no tcp-ulp-'}")
+        out.append(f"ss -tieH (iproute2) of the {x['side']}'s socket after the handshake: {what}")
+    dis = [d for x in sides for d in x["ss"]["disagree"]]
+    seen = [x["side"] for x in sides if x["ss"]["socket"] is not None]
+    if dis:
+        out += [f"DISAGREE: {d}" for d in dis]
+    elif seen:
+        out.append(f"cross-check: ss's decoding on the {' and '.join(seen)}"
+                   " (the sockets sockwatch watched: ino = inode, sk = cookie) is sockwatch's last "
+                   "tls state (ss's none = TLS_CONF_BASE = sockwatch's base): agree")
+    return out
 
 
 def ktls_lines(ktls, kparts):
@@ -365,6 +446,7 @@ def ktls_lines(ktls, kparts):
         for side in (c, s):
             out.append(f"sock_diag ULP of the {side['side']}'s socket (sockwatch, every 5 ms): "
                        + " -> ".join(state_text(st) for st in side["ulp_states"]))
+        out += ss_lines(c, s)
         for side in (c, s):
             moved = " ".join(f"{k} {v:+d}" for k, v in side["tls_stat_delta"].items())
             out.append(f"/proc/net/tls_stat in the {side['side']}'s namespace: {moved or 'nothing moved'}"
