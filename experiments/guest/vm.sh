@@ -19,9 +19,11 @@
 # as a host run would.  When a unit's netns is wire or wire:MTU (experiments/units), the guest
 # also gets the wire: iproute2's ip and tc, nft, experiments/lib/wire.sh and the modules veth,
 # nf_tables, the nft expressions wire.sh uses and sch_netem (WIRE_MODULES); --mtu N overrides
-# the table's MTU for every wire unit, as run.sh --mtu does on the host.  Writes RAWROOT/vm.txt
-# (key=value: the packages and versions, accel, kernel release, boot time, status) and
-# RAWROOT/vm-console.log.  TCPLAB_SIDE_BY_SIDE=N (run.sh --kernel all: N guests ran at once) adds
+# the table's MTU for every wire unit, as run.sh --mtu does on the host.  A p07 unit also gets
+# the host's programs it runs (getent, dnsmasq, tcpdump, curl, nft: names_tools) and a small
+# /etc (names_initramfs; docs/kernel-matrix.md, "Per-namespace /etc in the guest").
+# Writes RAWROOT/vm.txt (key=value: the packages and versions, accel, kernel release, boot
+# time, status) and RAWROOT/vm-console.log.  TCPLAB_SIDE_BY_SIDE=N (run.sh --kernel all: N guests ran at once) adds
 # side_by_side=N to vm.txt, and so to each unit's caveat (tcplab.where).
 #
 # Exit: 0 every unit ran and exited 0, or skipped itself (exit 3, status.txt "skipped: WHY");
@@ -71,6 +73,16 @@ WIRE_MODULES_IF_SHIPPED=(nft_counter sch_tbf sch_ingress cls_u32 act_mirred ifb 
 # CONFIG_TLS, and the unit then reports kernel TLS skipped with the kernel's ENOENT.  Loaded only
 # when a p08-tls unit is selected.
 TLS_MODULES_IF_SHIPPED=(tls gcm ctr ghash_generic chacha20poly1305)
+# The p07 units (experiments/p07-names) run some of the host's own programs beside tcplab's,
+# shipped as build/bin's are, each with the libraries ldd names (names_tools).  dnsmasq drops
+# to the user nobody and tcpdump to tcpdump, and each refuses to start when the user is not
+# in /etc/passwd: the guest's /etc gets the host's own lines for them (NAMES_USERS,
+# NAMES_GROUPS).  p07-happy-eyeballs' nft rule needs nf_tables, and nft_counter where the
+# package ships it (its counter: 5.10, as for the wire).
+NAMES_USERS='^(root|nobody|tcpdump):'
+NAMES_GROUPS='^(root|nogroup|tcpdump):'
+NFT_MODULES=(nf_tables)
+NFT_MODULES_IF_SHIPPED=(nft_counter)
 # The wire's tools, the host's own, in the guest's /bin: iproute2's ip and tc (busybox's ip cannot
 # make a veth pair or a named namespace, its tc has no netem), nft, util-linux's nsenter, and
 # dash, which runs the wire units; and iproute2's ss, which wire units use to cross-check
@@ -87,6 +99,9 @@ MTU_OPT=""
 MTU_SET=""
 WIRE=""
 KTLS=""
+NAMES=""
+NFT=""
+declare -A NAMES_TOOLS=()
 VERBOSE=0
 RESOLVE=""
 WORK=""
@@ -190,7 +205,7 @@ parse_args() {
 	if [ -n "$MTU_SET" ] && ! wire_mtu_ok "$MTU_OPT"; then
 		fail 2 "--mtu: '$MTU_OPT' is not an MTU in 68..65535 (a veth's range)"
 	fi
-	local u netns
+	local u netns t
 	for u in "${UNITS[@]}"; do
 		[[ $u =~ ^[A-Za-z0-9][A-Za-z0-9._-]*$ ]] || fail 2 "unit name '$u' is not a plain name"
 		unit_lookup "$u" || case $? in
@@ -205,7 +220,25 @@ parse_args() {
 		*) fail 2 "$u: netns '$netns' cannot run in the guest (1, wire or wire:MTU)" ;;
 		esac
 		case $u in p08-tls-*) KTLS=1 ;; esac
+		case $u in p07-*) NAMES=1 ;; esac
+		case $u in p07-happy-eyeballs) NFT=1 ;; esac
+		for t in $(names_tools "$u"); do
+			NAMES_TOOLS[$t]=1
+		done
 	done
+}
+
+# names_tools UNIT: the host's programs a p07 unit runs in the guest: getent (libc-bin: the
+# cross-check of getaddrinfo()'s order) in each; dnsmasq and tcpdump (the DNS server, and the
+# decode of its packets) in the DNS units; curl and nft (the racing client people meet, and the
+# rule that drops the SYNs to [::1]) in p07-happy-eyeballs.  Only for a unit selected: curl's
+# libraries alone are about 10 MB that every TCG boot would unpack.
+names_tools() {
+	case $1 in
+	p07-dns-*) echo getent dnsmasq tcpdump ;;
+	p07-happy-eyeballs) echo getent curl nft ;;
+	p07-*) echo getent ;;
+	esac
 }
 
 check_tools() {
@@ -550,6 +583,7 @@ build_initramfs() {
 		# the same wire code as the host's (run.sh and collect.sh source it)
 		cp "$EXPDIR/lib/wire.sh" "$DEST/tcplab/experiments/lib/"
 	fi
+	[ -z "$NAMES" ] || names_initramfs
 	# The package's own config, where the machine probe looks for CONFIG_HZ on any system.
 	if [ -f "$KDIR/boot/config-$RELEASE" ]; then
 		mkdir -p "$DEST/boot"
@@ -572,6 +606,14 @@ build_initramfs() {
 			[ -z "$(module_path "$a")" ] || module_add "$a"
 		done
 	fi
+	if [ -n "$NFT" ]; then
+		for a in "${NFT_MODULES[@]}"; do
+			module_add "$a"
+		done
+		for a in "${NFT_MODULES_IF_SHIPPED[@]}"; do
+			[ -z "$(module_path "$a")" ] || module_add "$a"
+		done
+	fi
 	install -m 0755 "$TOP/experiments/guest/initramfs/init" "$DEST/init"
 	{
 		echo "TL_UNITS='$(guest_units)'"
@@ -580,6 +622,28 @@ build_initramfs() {
 		forward_env
 	} >"$DEST/tcplab/config"
 	(cd "$DEST" && find . -print0 | cpio --null -o -H newc -R 0:0 --quiet) | gzip -1 >"$WORK/initrd.gz"
+}
+
+# names_initramfs: what the p07 units need in the guest: names_tools' programs the host has
+# (one it lacks stays out, and the unit skips itself as it does on the host), etc-exec.sh
+# (collect.sh's tl_netns_etc there), wire.sh (p07-happy-eyeballs' nft rule: wire_fault),
+# /etc/passwd and /etc/group with the host's own lines of NAMES_USERS and NAMES_GROUPS, and the
+# host's /etc/host.conf, which ip netns exec leaves the host's: Debian's says `multi on`, so
+# glibc's files backend answers every address of a name in /etc/hosts; without it, only the
+# first (a 6.1 guest without it: "localhost" 127.0.0.1 alone, he.p07.test ::1 alone).
+names_initramfs() {
+	local t p tools=()
+	for t in "${!NAMES_TOOLS[@]}"; do
+		p=$(PATH=$PATH:/usr/sbin:/sbin command -v "$t") || continue
+		rm -f "$DEST/bin/$t"	# a busybox applet of that name would be written through
+		tools+=("$p")
+	done
+	[ ${#tools[@]} -eq 0 ] || copy_with_libs "$DEST/bin" "${tools[@]}"
+	cp "$EXPDIR/lib/etc-exec.sh" "$EXPDIR/lib/wire.sh" "$DEST/tcplab/experiments/lib/"
+	mkdir -p "$DEST/etc"
+	grep -E "$NAMES_USERS" /etc/passwd >"$DEST/etc/passwd" || fail 1 "no $NAMES_USERS line in /etc/passwd"
+	grep -E "$NAMES_GROUPS" /etc/group >"$DEST/etc/group" || fail 1 "no $NAMES_GROUPS line in /etc/group"
+	if [ -f /etc/host.conf ]; then cp /etc/host.conf "$DEST/etc/"; fi
 }
 
 # Echo the guest's console to stderr as it comes: "tcplab:" lines always, kernel lines with -v.

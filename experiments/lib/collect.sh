@@ -518,13 +518,25 @@ tl_events_start() {
 
 # tl_netns_etc: /etc files of this namespace's own, as `ip netns exec NS` bind-mounts
 # /etc/netns/NS over /etc (ip-netns(8)): NS (ip netns identify; a unit not in a named namespace
-# is skipped) and ETC, /etc/netns/NS, made here; the trap is tl_etc_cleanup's from here on, so
-# ETC is removed with everything else (after a SIGKILL, by experiments/lib/netns.sh when run.sh
-# deletes the namespace).
+# is skipped) and ETC, /etc/netns/NS, made here, and IN_NS, the command prefix that runs a
+# program with them: `ip netns exec NS`.  In a QEMU guest (TL_GUEST) a unit runs alone, in a
+# namespace busybox's ip cannot name (a wire unit's is tcplab-UNIT, init's name; another's has
+# none), so NS is tcplab-UNIT there, and IN_NS is experiments/lib/etc-exec.sh (its path has no
+# blank there: /tcplab/experiments/lib), which does ip netns exec's /etc part in a mount
+# namespace of its own (docs/kernel-matrix.md, "Per-namespace /etc in the guest").  The trap
+# is tl_etc_cleanup's from here on, so ETC is removed with everything else (after a SIGKILL, by
+# experiments/lib/netns.sh when run.sh deletes the namespace).
 tl_netns_etc() {
-	NS=$(ip netns identify 2>/dev/null) || NS=""
-	[ -n "$NS" ] || tl_skip "not in a named network namespace (ip netns identify): /etc/netns/NAME cannot apply"
+	if [ -n "${TL_GUEST:-}" ]; then
+		NS=tcplab-$TL_UNIT
+		IN_NS="unshare -m sh $TL_LIB/etc-exec.sh /etc/netns/$NS"
+	else
+		NS=$(ip netns identify 2>/dev/null) || NS=""
+		[ -n "$NS" ] || tl_skip "not in a named network namespace (ip netns identify): /etc/netns/NAME cannot apply"
+		IN_NS="ip netns exec $NS"
+	fi
 	case $NS in */* | .*) tl_die "namespace name '$NS' cannot be a directory name" ;; esac
+	case $NS in *[!A-Za-z0-9._-]*) tl_die "namespace name '$NS' is not one word of [A-Za-z0-9._-]" ;; esac
 	ETC=/etc/netns/$NS
 	[ ! -e "$ETC" ] || tl_die "$ETC exists already: another run's, left alone"
 	trap 'tl_etc_cleanup' EXIT

@@ -3,7 +3,7 @@
 # namespace whose resolv.conf names a dead nameserver first, then the live one, with
 # `options timeout:1 attempts:1` (resolv.conf(5)).  The dead one is an address of the server's
 # veth end whose DNS packets nft drops silently: no answer, no ICMP.  The client is
-# resolve_connect (fixtures/resolve_connect.c) through `ip netns exec` (the namespace's
+# resolve_connect (fixtures/resolve_connect.c) through `ip netns exec` (IN_NS: the namespace's
 # /etc/netns/NAME files: resolv.conf, nsswitch.conf "hosts: files dns", hosts); getaddrinfo()
 # waits out the timeout on the dead server, asks the live one, and the client connects to the
 # answer.  The capture on the client's veth holds the queries and answers (udp port 53) beside
@@ -47,14 +47,16 @@ tl_srv_listener "$RAW/listener.txt" -a "$TL_SERVER_ADDR" -p "$PORT" -m never
 tl_both_counters_before ""
 tl_capture capture "$TL_CLIENT_IF" "$PORT" -f "udp port 53 or tcp port $PORT or icmp"
 tl_log "resolve_connect -n $NAME -p $PORT (first nameserver dead, timeout:$TIMEOUT attempts:1)"
-ip netns exec "$NS" "$TL_BIN/resolve_connect" -n "$NAME" -p "$PORT" \
+# shellcheck disable=SC2086 # IN_NS: a command prefix (tl_netns_etc)
+$IN_NS "$TL_BIN/resolve_connect" -n "$NAME" -p "$PORT" \
 	> "$RAW/client.txt" 2> "$RAW/client.txt.err" ||
 	tl_die "resolve_connect failed: $(head -n 1 "$RAW/client.txt.err")"
 tl_uncapture
 tl_both_counters_after "" "$KEEP" "$KEEP_S"
 tcpdump -n -tt -r "$RAW/capture.pcap" 'udp port 53' > "$RAW/tcpdump-dns.txt" 2> /dev/null ||
 	tl_die "tcpdump could not read $RAW/capture.pcap"
-ip netns exec "$NS" getent ahosts "$NAME" > "$RAW/getent.txt" 2>&1 ||
+# shellcheck disable=SC2086 # IN_NS: a command prefix (tl_netns_etc)
+$IN_NS getent ahosts "$NAME" > "$RAW/getent.txt" 2>&1 ||
 	tl_die "getent ahosts $NAME failed in the client's namespace"
 tl_stop "$TL_LISTENER"
 tl_stop "$DNSMASQ"

@@ -2,8 +2,8 @@
 # p07-dns-truncated: an answer too big for a plain DNS datagram.  dnsmasq, in the server's
 # namespace, answers one name with RECORDS addresses (the knob records, from a hosts file of its
 # own); the client namespace's resolv.conf names it alone.  Three parts, each a getaddrinfo()
-# by resolve_connect through `ip netns exec` (the namespace's /etc/netns/NAME files) with its own
-# resolv.conf options, and a connect() to the first answer:
+# by resolve_connect through `ip netns exec` (IN_NS: the namespace's /etc/netns/NAME files) with
+# its own resolv.conf options, and a connect() to the first answer:
 #   udp512   no options: glibc asks without EDNS0, so an answer may be at most 512 bytes (RFC
 #            1035 4.2.1); dnsmasq sends what fits with the TC bit set, and glibc asks again over
 #            TCP (RFC 7766), port 53: a TCP handshake before the name is known
@@ -61,7 +61,8 @@ part() {
 	tl_both_counters_before "$1-"
 	tl_capture "$1-capture" "$TL_CLIENT_IF" "$PORT" -f "port 53 or tcp port $PORT or icmp" -s 65535
 	tl_log "$1: resolve_connect -n $NAME -p $PORT (resolv.conf options: timeout:2 attempts:1${2:+ $2})"
-	ip netns exec "$NS" "$TL_BIN/resolve_connect" -n "$NAME" -p "$PORT" \
+	# shellcheck disable=SC2086 # IN_NS: a command prefix (tl_netns_etc)
+	$IN_NS "$TL_BIN/resolve_connect" -n "$NAME" -p "$PORT" \
 		> "$RAW/$1-client.txt" 2> "$RAW/$1-client.txt.err" ||
 		tl_die "$1: resolve_connect failed: $(head -n 1 "$RAW/$1-client.txt.err")"
 	[ -s "$RAW/$1-client.txt.err" ] || rm -f "$RAW/$1-client.txt.err"

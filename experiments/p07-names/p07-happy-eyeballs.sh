@@ -2,8 +2,9 @@
 # p07-happy-eyeballs: a name with an IPv6 and an IPv4 address whose IPv6 path silently drops
 # SYNs, against a client that tries the answers one after another and clients that race them
 # (RFC 8305, Happy Eyeballs).  The name he.p07.test is ::1 and 127.0.0.1 in the namespace's own
-# /etc/hosts (/etc/netns/NAME, bind-mounted over /etc by `ip netns exec`; nsswitch "hosts:
-# files"), so glibc's RFC 6724 sort puts ::1 first.  One nft rule per part, in the input hook,
+# /etc/hosts (/etc/netns/NAME, bind-mounted over /etc by `ip netns exec`, in a --kernel guest by
+# experiments/lib/etc-exec.sh: collect.sh's IN_NS; nsswitch "hosts: files"), so glibc's RFC 6724
+# sort puts ::1 first.  One nft rule per part, in the input hook,
 # drops the SYNs to [::1]:PORT; the server, peer on [::] (both families), never sees them.
 #
 # Why loopback and not the wire: the waits this unit shows are timers (the SYN retransmission
@@ -51,7 +52,7 @@ for _port in $PORT_SEQUENTIAL $PORT_RACE $PORT_CURL; do
 done
 
 # part NAME PORT CMD...: peer on [::]:PORT (reads what comes, closes), counters, the capture on
-# lo, CMD through ip netns exec (this namespace's /etc/netns files over /etc)
+# lo, CMD through IN_NS (ip netns exec: this namespace's /etc/netns files over /etc)
 part() {
 	_p=$1 _port=$2
 	shift 2
@@ -63,7 +64,8 @@ part() {
 	tl_log "$_p: $*"
 	# in the background and waited for by the shell's wait, which a SIGINT/SIGTERM interrupts
 	# (its trap then stops the client): a foreground client would hold the trap for its 7 s
-	tl_bg "$RAW/$_p-client.txt" ip netns exec "$NS" "$@"
+	# shellcheck disable=SC2086 # IN_NS: a command prefix (tl_netns_etc)
+	tl_bg "$RAW/$_p-client.txt" $IN_NS "$@"
 	_cli=$TL_LAST
 	_rc=0
 	wait "$_cli" || _rc=$?
@@ -93,7 +95,8 @@ mv "$RAW/curl-client.txt.err" "$RAW/curl-verbose.txt" || tl_die "curl wrote no -
 	tl_die "curl exited $(cat "$RAW/curl-exit.txt"), not 52: $(grep -v '^[0-9:.]* [*<>{}]' "$RAW/curl-verbose.txt" | head -n 1)"
 
 nft list ruleset > "$RAW/nft.txt" || tl_die "nft list ruleset failed"
-ip netns exec "$NS" getent ahosts "$NAME" > "$RAW/getent.txt" 2>&1 ||
+# shellcheck disable=SC2086 # IN_NS: a command prefix (tl_netns_etc)
+$IN_NS getent ahosts "$NAME" > "$RAW/getent.txt" 2>&1 ||
 	tl_die "getent ahosts $NAME failed in the namespace"
 curl --version | head -n 1 > "$RAW/curl-version.txt"
 echo "port_sequential=$PORT_SEQUENTIAL port_race=$PORT_RACE port_curl=$PORT_CURL name=$NAME" \

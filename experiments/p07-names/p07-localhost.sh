@@ -1,7 +1,8 @@
 #!/bin/sh
 # p07-localhost: "localhost" against a server bound to 127.0.0.1 only.  The namespace gets its
 # own /etc/hosts (127.0.0.1 and ::1 both named localhost) the way iproute2 gives one: files in
-# /etc/netns/NAME/, which `ip netns exec NAME` bind-mounts over /etc/ (ip-netns(8)).  The client
+# /etc/netns/NAME/, which `ip netns exec NAME` bind-mounts over /etc/ (ip-netns(8)); in a
+# --kernel guest experiments/lib/etc-exec.sh does the same (collect.sh's IN_NS).  The client
 # is resolve_connect (fixtures/resolve_connect.c): getaddrinfo("localhost"), then a blocking
 # connect() to each answer in turn until one connects.
 #   default  no /etc/gai.conf: glibc's RFC 3484/6724 sort puts ::1 first (precedence 50 against
@@ -29,7 +30,7 @@ grep -q 'inet6 ::1/128' "$RAW/lo-addresses.txt" ||
 	tl_skip "no ::1 on lo here (IPv6 disabled?): nothing to show"
 
 # part NAME PORT: the listener on 127.0.0.1 only, counters, capture on lo, the client through
-# ip netns exec (this namespace's /etc/netns files over /etc), getent ahosts the same way
+# IN_NS (ip netns exec: this namespace's /etc/netns files over /etc), getent ahosts the same way
 part() {
 	_p=$1 _port=$2
 	cp "$ETC/hosts" "$RAW/$_p-hosts.txt"
@@ -40,14 +41,16 @@ part() {
 	"$TL_BIN/counters" > "$RAW/$_p-counters-before.txt" || tl_die "counters failed"
 	tl_capture "$_p-capture" lo "$_port"
 	tl_log "$_p: resolve_connect -n localhost -p $_port"
-	ip netns exec "$NS" "$TL_BIN/resolve_connect" -n localhost -p "$_port" \
+	# shellcheck disable=SC2086 # IN_NS: a command prefix (tl_netns_etc)
+	$IN_NS "$TL_BIN/resolve_connect" -n localhost -p "$_port" \
 		> "$RAW/$_p-client.txt" 2> "$RAW/$_p-client.txt.err" ||
 		tl_die "resolve_connect failed: $(head -n 1 "$RAW/$_p-client.txt.err")"
 	tl_uncapture
 	"$TL_BIN/counters" -d "$RAW/$_p-counters-before.txt" -k "$KEEP" \
 		> "$RAW/$_p-counters-delta.txt" || tl_die "counters failed"
 	tl_stop "$_lst"
-	ip netns exec "$NS" getent ahosts localhost > "$RAW/$_p-getent.txt" 2>&1 ||
+	# shellcheck disable=SC2086 # IN_NS: a command prefix (tl_netns_etc)
+	$IN_NS getent ahosts localhost > "$RAW/$_p-getent.txt" 2>&1 ||
 		tl_die "getent ahosts localhost failed in the namespace"
 }
 

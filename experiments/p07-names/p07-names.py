@@ -74,6 +74,20 @@ def ep(a):
     return f"[{a['addr']}]" if a["family"] == "inet6" else a["addr"]
 
 
+def where(rawdir, note):
+    """The header's note on where the unit ran: note on the host (the namespaces, and its /etc
+    files through ip netns exec); in a --kernel guest (raw vm.txt), the guest first, and the
+    files bind-mounted by experiments/lib/etc-exec.sh instead (docs/kernel-matrix.md)."""
+    vm = t.read_vm(rawdir)
+    if vm is None:
+        return note
+    return (f"inside {vm.get('package', 'a Debian kernel')} under QEMU (accel={vm.get('accel')}, "
+            f"{vm.get('smp')} CPU): " + note.replace(" (ip netns exec)", "") +
+            " (bind-mounted in a mount namespace of its own: etc-exec.sh); timings under "
+            "emulation are slower than on hardware, its timers late only by the guest's scheduling"
+            + t.side_by_side(vm))
+
+
 def read_part(rawdir, name, who, port):
     f = lambda s: os.path.join(rawdir, f"{name}-{s}")  # noqa: E731
     res, answers, attempts, result = read_client(f("client.txt"))
@@ -536,7 +550,9 @@ def fmt_ms_list(xs):
     return " ".join(f"{x:.3f}" for x in xs)
 
 
-def he_lines(d):
+def he_lines(d, guest=False):
+    """The section's lines; guest: it ran in a --kernel guest (raw vm.txt), whose round trip on
+    lo is the race's SYN to SYN-ACK as captured, not the host's tens of microseconds."""
     seq, race, curl = d["parts"]
     lin = d["syn_linear_timeouts"]
     sched = (f"tcp_syn_retries {d['syn_retries']}, tcp_syn_linear_timeouts "
@@ -544,8 +560,13 @@ def he_lines(d):
     out = [f"== {HE_UNIT}: {d['name']} is ::1 and 127.0.0.1; nft drops the SYNs to [::1]:PORT",
            "the namespace's /etc/hosts: " + " | ".join(d["hosts"]) + "; nsswitch: hosts: files",
            f"getent ahosts {d['name']} (the cross-check of the order): {', '.join(d['getent'])}",
-           "on lo: a round trip here is tens of microseconds; the waits below are timers (the "
-           "kernel's SYN timer, the clients' delay), not round trips", "",
+           ("on lo in this QEMU guest: a round trip took "
+            f"{race['synack_v4_ms'] - race['fallback_ms']:.3f} ms (race: 127.0.0.1's SYN to its "
+            "SYN-ACK); the waits below are timers (the kernel's SYN timer, the clients' delay), "
+            "not round trips, and they keep their length in the guest, late only by its "
+            "scheduling" if guest else
+            "on lo: a round trip here is tens of microseconds; the waits below are timers (the "
+            "kernel's SYN timer, the clients' delay), not round trips"), "",
            f"-- sequential: {HE_PARTS[0][1]}",
            f"SYNs to [::1]:{seq['port']} in the capture (ms from the first): "
            f"{fmt_ms_list(seq['syns_v6_ms'])}",
@@ -618,9 +639,10 @@ def he_json(d):
 
 def he_section(rawroot, outdir, made):
     """The p07-happy-eyeballs section's lines and JSON, its ladder svg added to made."""
-    d = he_read(t.unit_dir(rawroot, HE_UNIT))
+    rawdir = t.unit_dir(rawroot, HE_UNIT)
+    d = he_read(rawdir)
     rows = he_ladder(d)
-    lines = he_lines(d) + ["ladder (t_ms from each part's first SYN to [::1]):"]
+    lines = he_lines(d, t.under_vm(rawdir)) + ["ladder (t_ms from each part's first SYN to [::1]):"]
     lines += pkt.ladder_text(rows, "client", "[::1] / 127.0.0.1", "client's calls")
     name, said = pkt.ladder_svg(outdir, f"{NAME}-happy-eyeballs-ladder.svg", rows, "client",
                                 "[::1] / 127.0.0.1", made)
@@ -644,12 +666,13 @@ def build_dns_only(rawroot, outdir):
                      w for u, w in ((DNS_UNIT, "the first nameserver dead"),
                                     (TC_UNIT, "an answer too big for a plain datagram"))
                      if os.path.isdir(os.path.join(rawroot, u))),
-                 t.header(kernel, t.collected_at(rawdir), "the wire: the client's and the "
-                          "server's namespaces, the client's /etc files through /etc/netns/NAME")]
+                 t.header(kernel, t.collected_at(rawdir), where(rawdir, "the wire: the "
+                          "client's and the server's namespaces, the client's /etc files through "
+                          "/etc/netns/NAME"))]
     else:
         lines = [f"{NAME}: a name with an IPv6 and an IPv4 address, the IPv6 path silent",
-                 t.header(kernel, t.collected_at(rawdir), "one namespace, its own /etc files "
-                          "through /etc/netns/NAME (ip netns exec)")]
+                 t.header(kernel, t.collected_at(rawdir), where(rawdir, "one namespace, its own "
+                          "/etc files through /etc/netns/NAME (ip netns exec)"))]
     lines += ["", "(p07-localhost did not run: ./run.sh p07-localhost adds its parts)", ""]
     obj = {"experiment": NAME, "unit": first, "kernel": kernel,
            "collected_at": t.collected_at(rawdir), "load_average": None}
@@ -694,8 +717,9 @@ def build(rawroot, outdir):
              for name, who in PARTS]
     hosts = t.read_lines(os.path.join(rawdir, "default-hosts.txt"))
     lines = [f"{NAME}: \"localhost\" against a server on 127.0.0.1 only, tried one answer after "
-             "another", t.header(kernel, t.collected_at(rawdir), "one namespace, its own /etc "
-                                 "files through /etc/netns/NAME (ip netns exec)"), "",
+             "another", t.header(kernel, t.collected_at(rawdir), where(
+                 rawdir, "one namespace, its own /etc files through /etc/netns/NAME (ip netns "
+                 "exec)")), "",
              "the namespace's /etc/hosts: " + " | ".join(" ".join(h.split()) for h in hosts),
              "its /etc/nsswitch.conf: hosts: files", ""]
     for p in parts:

@@ -534,6 +534,38 @@ def f_pools(r, f):
                   p.get("timewait"))
 
 
+def f_names(r, f):
+    """p07-names: per part of p07-localhost the answers' order, what each connect() met and the
+    RSTs; the dead nameserver's queries and wait; each p07-dns-truncated part's TC answers and
+    TCP connections to port 53; the SYNs each p07-happy-eyeballs part sent to the silent [::1]
+    (the SYN schedule: the linear backoff) and what the one-after-another client's connect()
+    to it returned."""
+    for name, p in items(r.get("parts")):
+        f.add(f"{name}-order", f"{name}: getaddrinfo()'s answers, in order", "exact",
+              " ".join(str(a.get("addr")) for a in p.get("answers") or []))
+        f.add(f"{name}-attempts", f"{name}: each connect() (errno)", "exact",
+              ", ".join(f"{a.get('addr')} {a.get('errno') if a.get('ret') else 'ok'}"
+                        for a in p.get("attempts") or []))
+        f.add(f"{name}-rsts", f"{name}: RSTs in the capture", "exact", p.get("rsts"))
+    dns = r.get("dns")
+    if isinstance(dns, dict):
+        f.add("dns-queries", "dns-dead-first: queries to the dead / the live server", "exact",
+              f"{dns.get('queries_to_dead')} / {dns.get('queries_to_live')}")
+        f.add("dns-wait", "dns-dead-first: the wait on the dead server (ms)", "ms",
+              dns.get("dead_wait_ms"))
+    for name, p in named(get(r, "truncated.parts")):
+        f.add(f"truncated-{name}-tc", f"dns-truncated, {name}: answers with TC / TCP "
+              "connections to port 53", "exact",
+              f"{p.get('truncated')} / {p.get('tcp_connections')}")
+    for name, p in named(get(r, "happy_eyeballs.parts")):
+        syns = p.get("syns_v6_ms")
+        f.add(f"he-{name}-syns", f"happy-eyeballs, {name}: SYNs to [::1]", "exact",
+              len(syns) if isinstance(syns, list) else None, causes=[SYN_BACKOFF])
+        if name == "sequential":
+            f.add(f"he-{name}-v6", f"happy-eyeballs, {name}: connect([::1])", "exact",
+                  ((p.get("attempts") or [{}])[0] or {}).get("errno"))
+
+
 EXTRACT = {
     "p01-machine": f_machine, "p01-synretry": f_synretry, "p01-connect-time": f_connect_time,
     "p01-timeout": f_timeout, "p01-strace": f_strace,
@@ -546,7 +578,7 @@ EXTRACT = {
     "p05-close": f_close, "p05-close-wait": f_close_wait,
     "p05-fin-wait2-timeout": f_fin_wait2_timeout, "p06-time-wait": f_time_wait,
     "p06-port-exhaustion": f_port_exhaustion, "connect-modes": f_connect_modes,
-    "p08-tls": f_tls, "p09-pools": f_pools,
+    "p07-names": f_names, "p08-tls": f_tls, "p09-pools": f_pools,
     "accept-path": f_accept_path, "poll-scaling": f_poll_scaling,
 }
 
