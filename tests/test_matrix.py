@@ -284,3 +284,17 @@ def test_svg_renders(tmp_path):
                        timeout=120)
     assert p.returncode == 0, p.stderr
     assert (tmp_path / "m.png").stat().st_size > 10000
+
+
+def test_a_tls_sample_caught_in_the_close_is_not_the_ulps_last_details():
+    """The 7.2 reference's TLS 1.3 client: sockwatch's last sample caught the socket in its close,
+    the ULP's name alone, without its TLS details (tls_tx none), as the report says.  The
+    matrix's fact is the last sample with the TLS details, as the report's cross-check takes it;
+    with that sample counted, 7.2 stood apart from 6.1 and 6.12 for no kernel difference."""
+    j = json.load(open(os.path.join(TOP, KERNELS[4], "p08-tls.json")))
+    part = next(p for p in j["ktls_parts"] if p["part"] == "ktls13")
+    assert part["client"]["ulp_states"][-1]["tls_tx"] == "none"
+    m = M.build([os.path.join(TOP, k) for k in KERNELS])
+    cells = row(m, "p08-tls-ktls13-client-ulp")["cells"]
+    want = "tls_version=1.3 tls_cipher=aes-gcm-256 tls_tx=sw tls_rx=base"
+    assert [c.get("value") for c in cells] == [None, want, want, None, want]

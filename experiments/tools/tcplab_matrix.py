@@ -481,8 +481,12 @@ def f_tls(r, f):
             s = p.get(side) or {}
             f.add(f"{name}-{side}-moved", f"{name}: {side}: send / recv in the kernel", "exact",
                   f"{s.get('send')}/{s.get('recv')}", causes=["p08-tls-ktls"])
-            on = [u for u in s.get("ulp_states") or [] if u.get("ulp") == "tls"]
-            f.add(f"{name}-{side}-ulp", f"{name}: {side}: the ULP sock_diag last showed", "exact",
+            # with its TLS details: a sample in the close may show the ULP's name alone, the
+            # context already gone (tls_tx none), as the report's own cross-check leaves out
+            on = [u for u in s.get("ulp_states") or [] if u.get("ulp") == "tls"
+                  and u.get("tls_tx") not in (None, "none")]
+            f.add(f"{name}-{side}-ulp", f"{name}: {side}: the ULP's TLS details sock_diag last "
+                  "showed", "exact",
                   " ".join(f"{x}={on[-1].get(x)}" for x in ("tls_version", "tls_cipher", "tls_tx",
                                                             "tls_rx")) if on else None,
                   causes=["p08-tls-ktls"])
