@@ -22,19 +22,25 @@
 #include <bpf/bpf.h>
 #include <bpf/btf.h>
 #include <bpf/libbpf.h>
+#include <linux/perf_event.h>
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #define USAGE "usage: tcpevents [-v] [-n NETNS_PATH | -N NETNS_INODE] [-p PORT]... [-t TIMEOUT_MS]\n" \
@@ -59,6 +65,8 @@ static struct env {
 	int verbose;
 	FILE *rec;
 	unsigned long long events;
+	int *hit_fds;		/* perf counters of the tracepoints' hits, one per tracepoint and CPU */
+	int nhit_fds;
 	volatile sig_atomic_t stop;
 } env;
 
@@ -186,15 +194,21 @@ static int rec_valid(const struct tcpev_rec *e)
 }
 
 /* The end line of an END record: missed= is its reason with TCPEV_F_ARG, else "-" (a kernel
- * before 5.12, which does not count them, or a record written before tcpevents counted them). */
+ * before 5.12, which does not count them, or a record written before tcpevents counted them);
+ * unseen= its unseen with TCPEV_F_UNSEEN, else "-" (no perf counter of the tracepoints here, or
+ * a record written before tcpevents counted them). */
 static void print_end(const struct tcpev_rec *e)
 {
 	printf("end t_ns=%" PRIu64 " events=%llu lost=%" PRIu64, (uint64_t)e->t_ns, env.events,
 	       (uint64_t)e->lost);
 	if (e->flags & TCPEV_F_ARG)
-		printf(" missed=%u\n", e->reason);
+		printf(" missed=%u", e->reason);
 	else
-		printf(" missed=-\n");
+		printf(" missed=-");
+	if (e->flags & TCPEV_F_UNSEEN)
+		printf(" unseen=%" PRIu64 "\n", (uint64_t)e->unseen);
+	else
+		printf(" unseen=-\n");
 }
 
 /* ---- replay ------------------------------------------------------------------------------- */
@@ -464,8 +478,165 @@ static int recursion_misses(const struct bpf_object *obj, uint64_t *sum)
 	return 0;
 }
 
+/* ---- hits no program ran for ---------------------------------------------------------------- */
+
+/* The tracepoints the programs are attached to, as tracefs names their events. */
+static const char *const tp_events[] = {
+	"sock/inet_sock_set_state", "tcp/tcp_retransmit_skb", "tcp/tcp_send_reset",
+	"tcp/tcp_receive_reset", "tcp/tcp_probe",
+};
+
+/* The perf event id of tracefs event ev ("sys/name"), or -1. */
+static long long tp_event_id(const char *ev)
+{
+	static const char *const roots[] = { "/sys/kernel/tracing", "/sys/kernel/debug/tracing" };
+	char path[128], buf[32];
+	size_t k;
+
+	for (k = 0; k < sizeof(roots) / sizeof(roots[0]); k++) {
+		FILE *f;
+		int ok;
+
+		snprintf(path, sizeof(path), "%s/events/%s/id", roots[k], ev);
+		f = fopen(path, "re");
+		if (f == NULL)
+			continue;
+		ok = fgets(buf, sizeof(buf), f) != NULL;
+		fclose(f);
+		if (ok)
+			return strtoll(buf, NULL, 10);
+	}
+	return -1;
+}
+
+/* tracefs mounted on /sys/kernel/tracing in a mount namespace of tcpevents' own, where the one it
+ * runs in has none (`ip netns exec` mounts a sysfs of the namespace's, without tracefs on it):
+ * nothing of it is seen outside tcpevents.  0, or -1 and errno (no CAP_SYS_ADMIN, no tracefs). */
+static int tracefs_own(void)
+{
+	if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+		return -1;
+	return mount("tracefs", "/sys/kernel/tracing", "tracefs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+		     NULL);
+}
+
+static void hits_close(void)
+{
+	int k;
+
+	for (k = 0; k < env.nhit_fds; k++)
+		close(env.hit_fds[k]);
+	free(env.hit_fds);
+	env.hit_fds = NULL;
+	env.nhit_fds = 0;
+}
+
+/* A perf counter (counting, disabled) of each tracepoint's hits on each CPU, into env.hit_fds.
+ * 0; or -1 (no tracefs, no perf, no privilege): then unseen= is "-".  A possible CPU that is
+ * offline is skipped (ENODEV), so the count is a lower bound. */
+static int hits_open(void)
+{
+	const size_t ntp = sizeof(tp_events) / sizeof(tp_events[0]);
+	struct perf_event_attr attr;
+	int ncpu = libbpf_num_possible_cpus(), cpu;
+	size_t k;
+
+	if (tp_event_id(tp_events[0]) < 0 && tracefs_own() < 0)
+		return -1;
+	if (ncpu <= 0 || (env.hit_fds = calloc((size_t)ncpu * ntp, sizeof(int))) == NULL)
+		return -1;
+	for (k = 0; k < ntp; k++) {
+		long long id = tp_event_id(tp_events[k]);
+
+		if (id < 0)
+			goto fail;
+		memset(&attr, 0, sizeof(attr));
+		attr.type = PERF_TYPE_TRACEPOINT;
+		attr.size = sizeof(attr);
+		attr.config = (uint64_t)id;
+		attr.disabled = 1;
+		for (cpu = 0; cpu < ncpu; cpu++) {
+			int fd = (int)syscall(SYS_perf_event_open, &attr, -1, cpu, -1,
+					      PERF_FLAG_FD_CLOEXEC);
+
+			if (fd < 0 && errno == ENODEV)
+				continue;
+			if (fd < 0)
+				goto fail;
+			env.hit_fds[env.nhit_fds++] = fd;
+		}
+	}
+	return 0;
+fail:
+	hits_close();
+	return -1;
+}
+
+/* Start (on 1) or stop the counters.  0, or -1 and errno. */
+static int hits_enable(int on)
+{
+	int k;
+
+	for (k = 0; k < env.nhit_fds; k++)
+		if (ioctl(env.hit_fds[k], on ? PERF_EVENT_IOC_ENABLE : PERF_EVENT_IOC_DISABLE, 0) < 0)
+			return -1;
+	return 0;
+}
+
+/* The counters' sum into *sum.  0, or -1 and errno. */
+static int hits_read(uint64_t *sum)
+{
+	int k;
+
+	*sum = 0;
+	for (k = 0; k < env.nhit_fds; k++) {
+		uint64_t n;
+
+		if (read(env.hit_fds[k], &n, sizeof(n)) != (ssize_t)sizeof(n))
+			return -1;
+		*sum += n;
+	}
+	return 0;
+}
+
+/* What the programs did, read before the counters start and after they stop: every run, and
+ * every hit the kernel skipped a program for and counted (recursion misses; 0 where the kernel
+ * does not count them).  It waits 2 ms first or after (after on 1): a tracepoint calls its
+ * probes (perf's counter, each program) one after the other with preemption off, in
+ * microseconds, so no hit has one probe before this read and another after the counters' start
+ * or stop, and unseen= stays a lower bound. */
+static uint64_t programs_seen(const struct tcpevents_bpf *skel, int after)
+{
+	const struct timespec gap = { .tv_nsec = 2000000 };
+	uint64_t missed = 0, runs;
+
+	if (!after)
+		nanosleep(&gap, NULL);
+	if (recursion_misses(skel->obj, &missed) < 0)
+		missed = 0;
+	runs = __atomic_load_n(&skel->bss->runs, __ATOMIC_RELAXED);
+	if (after)
+		nanosleep(&gap, NULL);
+	return runs + missed;
+}
+
+/* Into last (the END record): the hits of the tracepoints, counted by the kernel's perf
+ * counters, that none of the programs ran for and no recursion miss counted, from seen0
+ * (programs_seen() before the counters started) to now; a lower bound, 0 at least.  Without
+ * counters, or when one cannot be read, last stays without TCPEV_F_UNSEEN. */
+static void hits_unseen(const struct tcpevents_bpf *skel, uint64_t seen0, struct tcpev_rec *last)
+{
+	uint64_t hits, seen;
+
+	if (env.nhit_fds == 0 || hits_enable(0) < 0 || hits_read(&hits) < 0)
+		return;
+	seen = programs_seen(skel, 0) - seen0;
+	last->unseen = hits > seen ? hits - seen : 0;
+	last->flags |= TCPEV_F_UNSEEN;
+}
+
 /* Poll until a signal or -t; then the events still queued, and the end line (and record). */
-static int poll_loop(struct tcpevents_bpf *skel, struct ring_buffer *rb)
+static int poll_loop(struct tcpevents_bpf *skel, struct ring_buffer *rb, uint64_t seen0)
 {
 	int64_t end = env.timeout_ms ? tl_now_ns() + env.timeout_ms * 1000000 : 0;
 	struct tcpev_rec last = { .type = TCPEV_END, .reason = TCPEV_NO_REASON };
@@ -489,6 +660,7 @@ static int poll_loop(struct tcpevents_bpf *skel, struct ring_buffer *rb)
 			tl_warn("ring buffer");
 		return -1;
 	}
+	hits_unseen(skel, seen0, &last);
 	last.t_ns = (uint64_t)tl_now_ns();
 	last.lost = __atomic_load_n(&skel->bss->lost, __ATOMIC_RELAXED);
 	if (recursion_misses(skel->obj, &missed) == 0) {
@@ -512,6 +684,7 @@ static int run_live(void)
 	struct tcpevents_bpf *skel;
 	struct ring_buffer *rb = NULL;
 	struct variant v;
+	uint64_t seen0 = 0;
 	int err, ret = -1;
 
 	libbpf_set_print(libbpf_quiet);
@@ -528,9 +701,13 @@ static int run_live(void)
 	}
 	if (open_record() < 0)
 		goto cleanup;
+	seen0 = programs_seen(skel, 1);
+	if (hits_open() == 0 && hits_enable(1) < 0)
+		hits_close();
 	print_ready(skel, &v);
-	ret = poll_loop(skel, rb);
+	ret = poll_loop(skel, rb, seen0);
 cleanup:
+	hits_close();
 	ring_buffer__free(rb);
 	tcpevents_bpf__destroy(skel);
 	if (env.rec != NULL && fclose(env.rec) != 0 && ret == 0) {

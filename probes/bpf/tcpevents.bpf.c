@@ -31,6 +31,10 @@ const volatile bool rst_has_reason;
 const volatile bool retrans_has_err;
 
 __u64 lost;	/* records the ring buffer had no room for */
+/* Every run of the five programs, before any filter: tcpevents puts it beside the kernel's perf
+ * count of the same tracepoints' hits, to count the hits no program ran for (docs/tcpevents.md,
+ * "Hits no program ran for"). */
+__u64 runs;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -161,6 +165,7 @@ int BPF_PROG(on_state, const struct sock *sk, int oldstate, int newstate)
 {
 	struct tcpev_rec *e;
 
+	__sync_fetch_and_add(&runs, 1);
 	if (newstate == TCP_CLOSE)
 		timewait_event(sk, oldstate);
 	e = sock_event(sk, TCPEV_STATE);
@@ -180,8 +185,10 @@ int BPF_PROG(on_state, const struct sock *sk, int oldstate, int newstate)
 SEC("tp_btf/tcp_retransmit_skb")
 int BPF_PROG(on_retrans, const struct sock *sk)
 {
-	struct tcpev_rec *e = sock_event(sk, TCPEV_RETRANS);
+	struct tcpev_rec *e;
 
+	__sync_fetch_and_add(&runs, 1);
+	e = sock_event(sk, TCPEV_RETRANS);
 	if (e == NULL)
 		return 0;
 	if (retrans_has_err) {
@@ -195,8 +202,10 @@ int BPF_PROG(on_retrans, const struct sock *sk)
 SEC("tp_btf/tcp_receive_reset")
 int BPF_PROG(on_rst_recv, struct sock *sk)
 {
-	struct tcpev_rec *e = sock_event(sk, TCPEV_RST_RECV);
+	struct tcpev_rec *e;
 
+	__sync_fetch_and_add(&runs, 1);
+	e = sock_event(sk, TCPEV_RST_RECV);
 	if (e != NULL)
 		bpf_ringbuf_submit(e, 0);
 	return 0;
@@ -206,8 +215,10 @@ SEC("tp_btf/tcp_probe")
 int BPF_PROG(on_probe, struct sock *sk)
 {
 	struct tcp_sock *tp = (struct tcp_sock *)sk;
-	struct tcpev_rec *e = sock_event(sk, TCPEV_PROBE);
+	struct tcpev_rec *e;
 
+	__sync_fetch_and_add(&runs, 1);
+	e = sock_event(sk, TCPEV_PROBE);
 	if (e == NULL)
 		return 0;
 	e->cwnd = BPF_CORE_READ(tp, snd_cwnd);
@@ -258,6 +269,7 @@ int BPF_PROG(on_rst_sent, const struct sock *sk, const struct sk_buff *skb)
 {
 	struct tcpev_rec *e;
 
+	__sync_fetch_and_add(&runs, 1);
 	if (sk != NULL)
 		e = sock_event(sk, TCPEV_RST_SENT);
 	else if (skb != NULL)

@@ -1,11 +1,14 @@
 /* tcpevents.h — the event record tcpevents.bpf.c writes to its ring buffer and tcpevents.c
- * prints, records (-w) and replays (-r): one fixed layout, 96 bytes, host byte order.
+ * prints, records (-r) and replays (-R): one fixed layout, 96 bytes, host byte order.
  *
  * A record file is a 16-byte header (TCPEV_MAGIC, then the version and the record size as
  * 32-bit numbers) and then the records as they came from the ring buffer, with one
  * TCPEV_END record last (its lost field: the events the ring buffer had no room for; its reason,
- * with TCPEV_F_ARG: the events the kernel did not run a program for, recursion misses).
- * Change the layout only with a new TCPEV_VERSION.
+ * with TCPEV_F_ARG: the events the kernel did not run a program for, recursion misses; its
+ * unseen, with TCPEV_F_UNSEEN: the tracepoint hits the kernel ran no program for and counted
+ * nowhere, as its perf counters of the tracepoints show them).
+ * Change the layout only with a new TCPEV_VERSION.  A flag a reader does not know leaves its
+ * field unread: a file with TCPEV_F_UNSEEN is still version 1, and one without reads as before.
  */
 #ifndef TCPEVENTS_H
 #define TCPEVENTS_H
@@ -23,15 +26,19 @@ enum tcpev_type {
 	TCPEV_RST_RECV = 4,	/* tcp:tcp_receive_reset */
 	TCPEV_PROBE = 5,	/* tcp:tcp_probe */
 	TCPEV_TIMEWAIT = 6,	/* a timewait socket took this one's place (before its -> CLOSE) */
-	TCPEV_END = 255,	/* written by tcpevents -w after the last event, never by the kernel */
+	TCPEV_END = 255,	/* written by tcpevents -r after the last event, never by the kernel */
 };
 
 #define TCPEV_F_COOKIE	1	/* cookie is the socket's (else there was no socket) */
 #define TCPEV_F_ARG	2	/* reason holds the tracepoint's argument (else it has none) */
+#define TCPEV_F_UNSEEN	4	/* TCPEV_END: unseen holds a count (else it was not counted) */
 
 struct tcpev_rec {
 	__u64 t_ns;		/* bpf_ktime_get_ns(): CLOCK_MONOTONIC */
-	__u64 cookie;		/* the socket's cookie, as sock_diag reports it */
+	union {
+		__u64 cookie;	/* the socket's cookie, as sock_diag reports it */
+		__u64 unseen;	/* TCPEV_END with TCPEV_F_UNSEEN: hits no program ran for */
+	};
 	__u8 saddr[16];		/* IPv4: the first 4 bytes */
 	__u8 daddr[16];
 	__u32 netns;		/* the inode of the socket's network namespace */
