@@ -352,3 +352,30 @@ def test_an_ack_sent_first_but_arrived_late_is_no_duplicate(tmp_path):
     assert r.returncode == 0, r.stderr
     p = R.load(tmp_path / "shrink")["parts"]["sack"]
     assert p["late_acks"] == [] and p["dup_acks"][0]["sack"] == []
+
+
+@pytest.mark.parametrize("end,said", [(" missed=0 unseen=1", "; tcpevents unseen=1 (tracepoint "
+                                       "hits, any socket's, the kernel ran no program for"),
+                                      (" missed=0 unseen=0", None), ("", None)])
+def test_a_retransmission_tcpevents_was_not_run_for_is_counted(tmp_path, end, said):
+    """tcpevents' unseen= (docs/tcpevents.md, "A retransmission missed under load"): part sack's
+    one retransmission taken out of its tcpevents file, as the kernel's skipped runs left it,
+    and the end line's count.  The DISAGREE line names unseen= when it is not 0; the text and
+    the JSON carry it; an end line without it (every reference) adds nothing."""
+    def edit(d):
+        p = d / "sack-tcpevents.txt"
+        lines = [x for x in p.read_text().splitlines(True) if " event=retrans " not in x]
+        lines[-1] = lines[-1].replace(" events=16 ", " events=15 ").rstrip("\n") + end + "\n"
+        p.write_text("".join(lines))
+    out = tmp_path / "out"
+    r = R.run(R.broken_copy(tmp_path, edit), out)
+    assert r.returncode == 0, r.stderr
+    text = (out / f"{NAME}.txt").read_text()
+    dis = [x for x in text.splitlines() if x.startswith("DISAGREE: tcpevents")]
+    assert len(dis) == 1 and dis[0].startswith(
+        "DISAGREE: tcpevents' retransmissions (err=0 or -): tcpevents has 0, client "
+        "TcpRetransSegs +1"), dis
+    assert (said in dis[0]) if said else "unseen" not in dis[0]
+    p = R.load(out)["parts"]["sack"]
+    assert p["tcpevents"].get("unseen") == (int(end.split("unseen=")[1]) if end else None)
+    assert (f"lost=0 missed=0{end.split('missed=0')[1]}:" if end else "lost=0:") in text

@@ -142,7 +142,8 @@ def read_events(rawdir, part):
     if "blind" in ev:
         return ev
     return {"retrans": [{"t_ns": e["t_ns"], "err": e["err"]} for e in ev["events"]
-                        if e["event"] == "retrans"], "lost": ev["lost"], "missed": ev["missed"]}
+                        if e["event"] == "retrans"], "lost": ev["lost"], "missed": ev["missed"],
+            "unseen": ev["unseen"]}
 
 
 def late_acks(acks):

@@ -109,7 +109,8 @@ def one_part(rawdir, name, retries2, hz, rto_max_ms=RTO_MAX_MS):
                                          if e["event"] == "retrans"],
                           "closed_ms": None if closed is None else round((closed - t0) / 1e6, 3),
                           "lost": ev["lost"],
-                          **({} if ev.get("missed") is None else {"missed": ev["missed"]})}),
+                          **({} if ev.get("missed") is None else {"missed": ev["missed"]}),
+                          **({} if ev.get("unseen") is None else {"unseen": ev["unseen"]})}),
            "rule": rules[0], "dropped": rules[0]["packets"],
            "counters": cc, "server_counters": sc, "capture": cap, "segs": segs, "data": data}
     # with a user timeout, the RTO after the last retransmission is cut to what is left of it
@@ -141,7 +142,7 @@ def one_part(rawdir, name, retries2, hz, rto_max_ms=RTO_MAX_MS):
     if "blind" not in ev:
         dis.append(t.tcpevents_short("tcpevents' retransmissions",
                                      len(out["tcpevents"]["retrans_ms"]), "client TcpRetransSegs",
-                                     rts, ev.get("missed")))
+                                     rts, ev.get("missed"), ev.get("unseen")))
     if recv.str("errno") != "ETIMEDOUT":
         dis.append(f"recv() returned {recv.str('errno')}, not ETIMEDOUT")
     out["disagree"] = [d for d in dis if d]
@@ -195,7 +196,8 @@ def part_lines(r, title):
     if "blind" not in ev:
         lines.append(f"tcpevents: {len(ev['retrans_ms'])} retransmission(s) (tcp:tcp_retransmit_skb)"
                      f", lost={ev['lost']}" + ("" if ev.get("missed") is None
-                                               else f" missed={ev['missed']}"))
+                                               else f" missed={ev['missed']}")
+                     + ("" if ev.get("unseen") is None else f" unseen={ev['unseen']}"))
     if r["clamp"]:
         c = r["clamp"]
         lines.append(f"the last timer: cut to the {c['left_ms']:.3f} ms left of the user timeout "

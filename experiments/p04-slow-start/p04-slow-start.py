@@ -98,7 +98,7 @@ def read_probes(rawdir, part):
         return ev
     return {"probes": [e for e in ev["events"] if e["event"] == "probe"],
             "retrans": [e for e in ev["events"] if e["event"] == "retrans"],
-            "lost": ev["lost"], "missed": ev["missed"]}
+            "lost": ev["lost"], "missed": ev["missed"], "unseen": ev["unseen"]}
 
 
 # ---- what the samples show -------------------------------------------------------------------
@@ -216,7 +216,8 @@ def one_part(rawdir, name, params, hz):
                            pkt.counter_delta(cc, "TcpRetransSegs"))]
     if rtx is not None:
         dis.append(t.tcpevents_short("tcpevents' retransmissions", sent, "client TcpRetransSegs",
-                                     pkt.counter_delta(cc, "TcpRetransSegs"), ev.get("missed")))
+                                     pkt.counter_delta(cc, "TcpRetransSegs"), ev.get("missed"),
+                                     ev.get("unseen")))
     if idle and r["first_after"] is not None and r["first_after"]["cwnd"] not in r["restart_want"]:
         dis.append(f"the cwnd at the first ACK after the pause is {r['first_after']['cwnd']}, "
                    f"tcp_cwnd_restart() gives {' or '.join(map(str, r['restart_want']))}")
@@ -337,7 +338,9 @@ def part_json(r):
         out["tcpevents"] = {"probes": len(r["probes"]), "retrans": len(r["rtx"]),
                             "lost": r["events"]["lost"],
                             **({} if r["events"].get("missed") is None else
-                               {"missed": r["events"]["missed"]})}
+                               {"missed": r["events"]["missed"]}),
+                            **({} if r["events"].get("unseen") is None else
+                               {"unseen": r["events"]["unseen"]})}
         path, last = [], None
         for q in r["probes"]:
             if (q["cwnd"], q["ssthresh"]) != last:

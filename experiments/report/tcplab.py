@@ -195,14 +195,24 @@ def tcpevents_missed(end):
     return None if end.str("missed", default="-") == "-" else end.int("missed")
 
 
-def tcpevents_short(what, seen, counter, delta, missed):
+def tcpevents_unseen(end):
+    """tcpevents' end line (Fields) → its unseen= count: tracepoint hits the kernel ran none of
+    its programs for with no recursion miss counted (docs/tcpevents.md, "A retransmission
+    missed under load"); or None: "-" (no perf counter of the tracepoints there) or no unseen=
+    at all (a tcpevents before it counted)."""
+    return None if end.str("unseen", default="-") == "-" else end.int("unseen")
+
+
+def tcpevents_short(what, seen, counter, delta, missed, unseen=None):
     """count_check's text (tcplab_pkt) for tcpevents' count beside a counter, and when the
-    kernel counted events it ran no program for, that figure too."""
+    kernel counted events it ran no program for, those figures too."""
     if delta is None or seen == delta:
         return None
     return (f"{what}: tcpevents has {seen}, {counter} {delta:+d}"
             + (f"; tcpevents missed={missed} (events the kernel ran no program for)"
-               if missed else ""))
+               if missed else "")
+            + (f"; tcpevents unseen={unseen} (tracepoint hits, any socket's, the kernel ran no "
+               "program for, no recursion counted)" if unseen else ""))
 
 
 def read_kv_lines(path, prefix=None, optional=False):

@@ -170,7 +170,8 @@ def read_tcpevents(rawdir, part):
     if end.int("events", 0) != len(evs):
         raise t.RawError(f"{path}: the end line counts {end.int('events', 0)} events, "
                          f"the file has {len(evs)}")
-    return {"events": evs, "lost": end.int("lost", 0), "missed": t.tcpevents_missed(end)}
+    return {"events": evs, "lost": end.int("lost", 0), "missed": t.tcpevents_missed(end),
+            "unseen": t.tcpevents_unseen(end)}
 
 
 def read_ss(path):
@@ -372,7 +373,7 @@ def retrans_crosscheck(ev, ev_retrans, again, cc):
         dis.append(t.tcpevents_short("tcpevents' retransmissions (err=0 or -)",
                                      sum(1 for e in ev_retrans if e["err"] in ("0", "-")),
                                      "client TcpRetransSegs", pkt.counter_delta(cc, "TcpRetransSegs"),
-                                     ev.get("missed")))
+                                     ev.get("missed"), ev.get("unseen")))
     return crosscheck, dis
 
 
@@ -386,7 +387,8 @@ def retrans_lines(r, ms, names, optional=(), server_names=()):
     else:
         lines = [f"tcpevents (client namespace): {len(r['ev_retrans'])} retransmission(s) "
                  f"(tcp:tcp_retransmit_skb), lost={ev['lost']}"
-                 + ("" if ev.get("missed") is None else f" missed={ev['missed']}") + ":"]
+                 + ("" if ev.get("missed") is None else f" missed={ev['missed']}")
+                 + ("" if ev.get("unseen") is None else f" unseen={ev['unseen']}") + ":"]
         for e in r["ev_retrans"]:
             lines.append(f"  {ms(e['t_ns']):10.3f}  retrans err={e['err']}")
     x = r["crosscheck"]
@@ -424,7 +426,8 @@ def retrans_json(r, ms):
     return ({"blind": ev["blind"]} if "blind" in ev else
             {"retrans_ms": [ms(e["t_ns"]) for e in r["ev_retrans"]],
              "lost": ev["lost"],
-             **({} if ev.get("missed") is None else {"missed": ev["missed"]})})
+             **({} if ev.get("missed") is None else {"missed": ev["missed"]}),
+             **({} if ev.get("unseen") is None else {"unseen": ev["unseen"]})})
 
 
 def sysctls_line(sysctls, names, hz):
