@@ -151,6 +151,7 @@ def test_burst_transitions_as_tcpevents_sees_them(bindir, benchdir, netns, tmp_p
     assert sum(v for (k, _, _), v in kinds.items() if k == "state") == want["state"]
     end = kv(lines[-1])
     assert (int(end["events"]), end["lost"], end["missed"]) == (want["tcpevents"], "0", "0")
+    assert end["unseen"].isdigit(), lines[-1]     # counted here (root, tracefs), machine-wide
     fend = kv(flines[-1])
     assert fend == {"events": str(want["floor"]), "state": str(want["state"]), "probe": str(n),
                     "other": "0", "lost": "0", "missed": "0"}, flines[-1]
