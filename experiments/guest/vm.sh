@@ -20,8 +20,9 @@
 # also gets the wire: iproute2's ip and tc, nft, experiments/lib/wire.sh and the modules veth,
 # nf_tables, the nft expressions wire.sh uses and sch_netem (WIRE_MODULES); --mtu N overrides
 # the table's MTU for every wire unit, as run.sh --mtu does on the host.  A p07 unit also gets
-# the host's programs it runs (getent, dnsmasq, tcpdump, curl, nft: names_tools) and a small
-# /etc (names_initramfs; docs/kernel-matrix.md, "Per-namespace /etc in the guest").
+# the host's programs it runs (getent, dnsmasq, tcpdump, curl, nft: host_tools) and a small
+# /etc (host_tools_initramfs, names_initramfs; docs/kernel-matrix.md, "Per-namespace /etc in
+# the guest"); p09-curl-nginx gets the host's nginx and tcpdump the same way, and curl_pool.
 # Writes RAWROOT/vm.txt (key=value: the packages and versions, accel, kernel release, boot
 # time, status) and RAWROOT/vm-console.log.  TCPLAB_SIDE_BY_SIDE=N (run.sh --kernel all: N guests ran at once) adds
 # side_by_side=N to vm.txt, and so to each unit's caveat (tcplab.where).
@@ -73,14 +74,16 @@ WIRE_MODULES_IF_SHIPPED=(nft_counter sch_tbf sch_ingress cls_u32 act_mirred ifb 
 # CONFIG_TLS, and the unit then reports kernel TLS skipped with the kernel's ENOENT.  Loaded only
 # when a p08-tls unit is selected.
 TLS_MODULES_IF_SHIPPED=(tls gcm ctr ghash_generic chacha20poly1305)
-# The p07 units (experiments/p07-names) run some of the host's own programs beside tcplab's,
-# shipped as build/bin's are, each with the libraries ldd names (names_tools).  dnsmasq drops
-# to the user nobody and tcpdump to tcpdump, and each refuses to start when the user is not
-# in /etc/passwd: the guest's /etc gets the host's own lines for them (NAMES_USERS,
-# NAMES_GROUPS).  p07-happy-eyeballs' nft rule needs nf_tables, and nft_counter where the
-# package ships it (its counter: 5.10, as for the wire).
-NAMES_USERS='^(root|nobody|tcpdump):'
-NAMES_GROUPS='^(root|nogroup|tcpdump):'
+# The p07 units (experiments/p07-names) and p09-curl-nginx run some of the host's own programs
+# beside tcplab's, shipped as build/bin's are, each with the libraries ldd names (host_tools).
+# dnsmasq drops to the user nobody and tcpdump to tcpdump, and each refuses to start when the
+# user is not in /etc/passwd; nginx looks up the user of its configuration's `user root;` and
+# its group of the same name (getpwnam, getgrnam: "getpwnam(\"root\") failed" and it ends):
+# the guest's /etc gets the host's own lines for them (HOST_USERS, HOST_GROUPS).
+# p07-happy-eyeballs' nft rule needs nf_tables, and nft_counter where the package ships it
+# (its counter: 5.10, as for the wire).
+HOST_USERS='^(root|nobody|tcpdump):'
+HOST_GROUPS='^(root|nogroup|tcpdump):'
 NFT_MODULES=(nf_tables)
 NFT_MODULES_IF_SHIPPED=(nft_counter)
 # The wire's tools, the host's own, in the guest's /bin: iproute2's ip and tc (busybox's ip cannot
@@ -101,7 +104,8 @@ WIRE=""
 KTLS=""
 NAMES=""
 NFT=""
-declare -A NAMES_TOOLS=()
+CURL_POOL=""
+declare -A HOST_TOOLS=()
 VERBOSE=0
 RESOLVE=""
 WORK=""
@@ -222,22 +226,26 @@ parse_args() {
 		case $u in p08-tls-*) KTLS=1 ;; esac
 		case $u in p07-*) NAMES=1 ;; esac
 		case $u in p07-happy-eyeballs) NFT=1 ;; esac
-		for t in $(names_tools "$u"); do
-			NAMES_TOOLS[$t]=1
+		case $u in p09-curl-nginx) CURL_POOL=1 ;; esac
+		for t in $(host_tools "$u"); do
+			HOST_TOOLS[$t]=1
 		done
 	done
 }
 
-# names_tools UNIT: the host's programs a p07 unit runs in the guest: getent (libc-bin: the
-# cross-check of getaddrinfo()'s order) in each; dnsmasq and tcpdump (the DNS server, and the
-# decode of its packets) in the DNS units; curl and nft (the racing client people meet, and the
-# rule that drops the SYNs to [::1]) in p07-happy-eyeballs.  Only for a unit selected: curl's
-# libraries alone are about 10 MB that every TCG boot would unpack.
-names_tools() {
+# host_tools UNIT: the host's programs a unit runs in the guest: getent (libc-bin: the
+# cross-check of getaddrinfo()'s order) in each p07 unit; dnsmasq and tcpdump (the DNS server,
+# and the decode of its packets) in the DNS units; curl and nft (the racing client people meet,
+# and the rule that drops the SYNs to [::1]) in p07-happy-eyeballs; nginx (the server of
+# Debian's nginx-light: its configuration loads no dynamic module and includes no file) and
+# tcpdump (the reading of each part's .pcap) in p09-curl-nginx.  Only for a unit selected:
+# curl's libraries alone are about 10 MB that every TCG boot would unpack.
+host_tools() {
 	case $1 in
 	p07-dns-*) echo getent dnsmasq tcpdump ;;
 	p07-happy-eyeballs) echo getent curl nft ;;
 	p07-*) echo getent ;;
+	p09-curl-nginx) echo nginx tcpdump ;;
 	esac
 }
 
@@ -557,10 +565,10 @@ build_initramfs() {
 	# /usr/bin/busybox or /bin/busybox, both /bin/busybox in the guest: usr/bin is a link to bin)
 	/bin/busybox --install -s "$DEST/bin"
 	local a f progs=()
-	# curl_pool stays out: only p09-curl-nginx runs it, a host-only unit, and the shared libraries
-	# only it needs (libcurl and what that links) are about 10 MB that every TCG boot would unpack
+	# curl_pool only for p09-curl-nginx, the one unit that runs it: the shared libraries only it
+	# needs (libcurl and what that links) are about 10 MB that every TCG boot would unpack
 	for f in "$BINDIR"/*; do
-		case ${f##*/} in curl_pool) continue ;; esac
+		case ${f##*/} in curl_pool) [ -n "$CURL_POOL" ] || continue ;; esac
 		if [ -f "$f" ] && [ -x "$f" ]; then progs+=("$f"); fi
 	done
 	[ ${#progs[@]} -eq 0 ] || copy_with_libs "$DEST/tcplab/bin" "${progs[@]}"
@@ -583,6 +591,7 @@ build_initramfs() {
 		# the same wire code as the host's (run.sh and collect.sh source it)
 		cp "$EXPDIR/lib/wire.sh" "$DEST/tcplab/experiments/lib/"
 	fi
+	[ ${#HOST_TOOLS[@]} -eq 0 ] || host_tools_initramfs
 	[ -z "$NAMES" ] || names_initramfs
 	# The package's own config, where the machine probe looks for CONFIG_HZ on any system.
 	if [ -f "$KDIR/boot/config-$RELEASE" ]; then
@@ -624,25 +633,30 @@ build_initramfs() {
 	(cd "$DEST" && find . -print0 | cpio --null -o -H newc -R 0:0 --quiet) | gzip -1 >"$WORK/initrd.gz"
 }
 
-# names_initramfs: what the p07 units need in the guest: names_tools' programs the host has
-# (one it lacks stays out, and the unit skips itself as it does on the host), etc-exec.sh
-# (collect.sh's tl_netns_etc there), wire.sh (p07-happy-eyeballs' nft rule: wire_fault),
-# /etc/passwd and /etc/group with the host's own lines of NAMES_USERS and NAMES_GROUPS, and the
-# host's /etc/host.conf, which ip netns exec leaves the host's: Debian's says `multi on`, so
-# glibc's files backend answers every address of a name in /etc/hosts; without it, only the
-# first (a 6.1 guest without it: "localhost" 127.0.0.1 alone, he.p07.test ::1 alone).
-names_initramfs() {
+# host_tools_initramfs: host_tools' programs the host has (one it lacks stays out, and the
+# unit skips itself as it does on the host), and /etc/passwd and /etc/group with the host's
+# own lines of HOST_USERS and HOST_GROUPS.
+host_tools_initramfs() {
 	local t p tools=()
-	for t in "${!NAMES_TOOLS[@]}"; do
+	for t in "${!HOST_TOOLS[@]}"; do
 		p=$(PATH=$PATH:/usr/sbin:/sbin command -v "$t") || continue
 		rm -f "$DEST/bin/$t"	# a busybox applet of that name would be written through
 		tools+=("$p")
 	done
 	[ ${#tools[@]} -eq 0 ] || copy_with_libs "$DEST/bin" "${tools[@]}"
+	mkdir -p "$DEST/etc"
+	grep -E "$HOST_USERS" /etc/passwd >"$DEST/etc/passwd" || fail 1 "no $HOST_USERS line in /etc/passwd"
+	grep -E "$HOST_GROUPS" /etc/group >"$DEST/etc/group" || fail 1 "no $HOST_GROUPS line in /etc/group"
+}
+
+# names_initramfs: what else the p07 units need in the guest: etc-exec.sh (collect.sh's
+# tl_netns_etc there), wire.sh (p07-happy-eyeballs' nft rule: wire_fault), and the host's
+# /etc/host.conf, which ip netns exec leaves the host's: Debian's says `multi on`, so glibc's
+# files backend answers every address of a name in /etc/hosts; without it, only the first (a
+# 6.1 guest without it: "localhost" 127.0.0.1 alone, he.p07.test ::1 alone).
+names_initramfs() {
 	cp "$EXPDIR/lib/etc-exec.sh" "$EXPDIR/lib/wire.sh" "$DEST/tcplab/experiments/lib/"
 	mkdir -p "$DEST/etc"
-	grep -E "$NAMES_USERS" /etc/passwd >"$DEST/etc/passwd" || fail 1 "no $NAMES_USERS line in /etc/passwd"
-	grep -E "$NAMES_GROUPS" /etc/group >"$DEST/etc/group" || fail 1 "no $NAMES_GROUPS line in /etc/group"
 	if [ -f /etc/host.conf ]; then cp /etc/host.conf "$DEST/etc/"; fi
 }
 

@@ -536,6 +536,19 @@ def f_pools(r, f):
                   p.get("syns"))
             f.add(f"{name}-timewait", f"{name}: TIME-WAIT sockets left on the client", "exact",
                   p.get("timewait"))
+    # p09-curl-nginx: what libcurl did with its cached connection and what the wire carried; not
+    # the count of nginx's FINs (a lost FIN is sent again when the client is slow: a timing)
+    for name, p in named(get(r, "p09-curl-nginx.parts")):
+        if "requests" not in p:
+            continue
+        f.add(f"curl-{name}-connects", f"curl {name}: CURLINFO_NUM_CONNECTS of each request",
+              "exact", " ".join(str(q.get("connects")) for q in p.get("requests") or []))
+        f.add(f"curl-{name}-wire", f"curl {name}: connections / SYNs / RSTs on the wire", "exact",
+              f"{len(p.get('connections') or [])} / {p.get('syns')} / {p.get('rsts')}")
+        if "client_state_before" in p:
+            f.add(f"curl-{name}-states", f"curl {name}: the client's / nginx's socket before the "
+                  "next request", "exact",
+                  f"{p.get('client_state_before')} / {p.get('server_state_before')}")
 
 
 def f_names(r, f):
