@@ -21,6 +21,40 @@ def reference_dirs():
     return sorted(d for d in os.listdir(out) if os.path.isdir(os.path.join(out, d, "raw")))
 
 
+GUEST_SERIES = ("5.10.", "6.1.", "6.12.", "7.2.")     # the --kernel guests of the matrix
+
+
+def guest_reference_dirs(unit):
+    """The reference sets holding unit's raw/ from a QEMU guest (raw/UNIT/vm.txt)."""
+    return [d for d in reference_dirs()
+            if os.path.isfile(os.path.join(TOP, "outputs", d, "raw", unit, "vm.txt"))]
+
+
+def guest_raw_copy(tmp_path, unit):
+    """A copy of the first guest reference's raw/UNIT/ under tmp_path/raw, to break by hand: its
+    root; the test is skipped where no guest reference has the unit."""
+    refs = guest_reference_dirs(unit)
+    if not refs:
+        pytest.skip(f"no guest reference of {unit}")
+    root = tmp_path / "raw"
+    shutil.copytree(os.path.join(TOP, "outputs", refs[0], "raw", unit), root / unit)
+    return root
+
+
+def assert_every_guest_has(units, report):
+    """Each --kernel guest series (GUEST_SERIES) has a reference set with every unit's raw/
+    from a QEMU run (vm.txt) and the report's .json; the .json text of each, returned."""
+    out = []
+    for series in GUEST_SERIES:
+        ref = next((d for d in guest_reference_dirs(units[0]) if d.startswith(series)), None)
+        assert ref is not None, f"no {series} guest reference of {units[0]}"
+        for u in units:
+            assert os.path.isfile(os.path.join(TOP, "outputs", ref, "raw", u, "vm.txt")), (ref, u)
+        with open(os.path.join(TOP, "outputs", ref, report + ".json")) as f:
+            out.append(f.read())
+    return out
+
+
 def _can_netns():
     if os.geteuid() != 0 or shutil.which("ip") is None:
         return False

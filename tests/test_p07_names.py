@@ -13,7 +13,8 @@ import subprocess
 
 import pytest
 
-from conftest import TOP, reference_dirs
+from conftest import (TOP, assert_every_guest_has, guest_raw_copy, guest_reference_dirs,
+                      reference_dirs)
 from unit_replay import Report, missing, replace, PY
 
 NAME = "p07-names"
@@ -230,19 +231,13 @@ def test_report_says_disagree_when_getent_differs(tmp_path):
 # ---- the guests' references ---------------------------------------------------------------
 
 UNITS = (UNIT, DNS_UNIT, TC_UNIT, HE_UNIT)
-GUEST_REFS = [d for d in reference_dirs()
-              if os.path.isfile(os.path.join(TOP, "outputs", d, "raw", UNIT, "vm.txt"))]
+GUEST_REFS = guest_reference_dirs(UNIT)
 
 
 def test_every_guest_has_a_p07_reference():
     """The four --kernel guests (5.10, 6.1, 6.12, 7.2) each have the four units' raw/, from a
     QEMU run (vm.txt), and the report made of them."""
-    for series in ("5.10.", "6.1.", "6.12.", "7.2."):
-        ref = next((d for d in GUEST_REFS if d.startswith(series)), None)
-        assert ref is not None, f"no {series} guest reference of {UNIT}"
-        for u in UNITS:
-            assert os.path.isfile(os.path.join(TOP, "outputs", ref, "raw", u, "vm.txt")), (ref, u)
-        assert os.path.isfile(os.path.join(TOP, "outputs", ref, NAME + ".json")), ref
+    assert_every_guest_has(UNITS, NAME)
 
 
 @pytest.mark.parametrize("release", GUEST_REFS)
@@ -264,11 +259,7 @@ def test_guest_reference_facts_fail_on_a_late_fallback(tmp_path):
     """A guest's reference with curl's 127.0.0.1 attempt moved 200 ms later in its raw: the
     guest check fails (the allowance is not a blank cheque)."""
     import re
-    import shutil
-    if not GUEST_REFS:
-        pytest.skip("no guest reference of p07")
-    root = tmp_path / "raw"
-    shutil.copytree(os.path.join(TOP, "outputs", GUEST_REFS[0], "raw", HE_UNIT), root / HE_UNIT)
+    root = guest_raw_copy(tmp_path, HE_UNIT)
     f = root / HE_UNIT / "curl-verbose.txt"
     lines = f.read_text().splitlines(True)
     i = next(n for n, x in enumerate(lines) if "Trying 127.0.0.1" in x)

@@ -31,7 +31,8 @@ import subprocess
 
 import pytest
 
-from conftest import TOP, reference_dirs
+from conftest import (TOP, assert_every_guest_has, guest_raw_copy, guest_reference_dirs,
+                      reference_dirs)
 from unit_replay import Report, PY, REF, RUN, missing, replace, window
 
 NAME = "p09-pools"
@@ -328,20 +329,14 @@ def test_a_fin_sent_twice_is_counted_twice_in_both_readings(tmp_path):
 
 # ---- the guests' references -----------------------------------------------------------------
 
-GUEST_REFS = [d for d in reference_dirs()
-              if os.path.isfile(os.path.join(TOP, "outputs", d, "raw", CURL, "vm.txt"))]
+GUEST_REFS = guest_reference_dirs(CURL)
 
 
 def test_every_guest_has_a_p09_reference():
     """The four --kernel guests (5.10, 6.1, 6.12, 7.2) each have the four units' raw/, from a
-    QEMU run (vm.txt), and the report made of them."""
-    for series in ("5.10.", "6.1.", "6.12.", "7.2."):
-        ref = next((d for d in GUEST_REFS if d.startswith(series)), None)
-        assert ref is not None, f"no {series} guest reference of {CURL}"
-        for u in (STALE, KA, SAVES, CURL):
-            assert os.path.isfile(os.path.join(TOP, "outputs", ref, "raw", u, "vm.txt")), (ref, u)
-        with open(os.path.join(TOP, "outputs", ref, NAME + ".json")) as f:
-            assert CURL in f.read(), ref
+    QEMU run (vm.txt), and the report made of them, p09-curl-nginx's part in it."""
+    for text in assert_every_guest_has((CURL, STALE, KA, SAVES), NAME):
+        assert CURL in text
 
 
 @pytest.mark.parametrize("release", GUEST_REFS)
@@ -367,11 +362,7 @@ def test_host_report_has_no_guest_note(ref_out):
 def test_guest_reference_facts_fail_on_a_late_fin(tmp_path):
     """A guest's reference with nginx's idle FIN moved 300 ms later in its capture: the check
     fails (the guest's facts are checked, not only replayed)."""
-    import shutil
-    if not GUEST_REFS:
-        pytest.skip("no guest reference of p09-curl-nginx")
-    root = tmp_path / "raw"
-    shutil.copytree(os.path.join(TOP, "outputs", GUEST_REFS[0], "raw", CURL), root / CURL)
+    root = guest_raw_copy(tmp_path, CURL)
     f = root / CURL / "idle-capture.txt"
     lines = f.read_text().splitlines(True)
     i = next(n for n, x in enumerate(lines) if " dir=s>c flags=FA " in x)

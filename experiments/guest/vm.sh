@@ -472,6 +472,22 @@ module_add() {
 	MODLIST="$MODLIST $name"
 }
 
+# modules_add NAME...: module_add each one.
+modules_add() {
+	local a
+	for a in "$@"; do
+		module_add "$a"
+	done
+}
+
+# modules_add_shipped NAME...: module_add each one the kernel package ships (else nothing).
+modules_add_shipped() {
+	local a
+	for a in "$@"; do
+		[ -z "$(module_path "$a")" ] || module_add "$a"
+	done
+}
+
 # copy_with_libs DESTDIR FILE...: each FILE into DESTDIR, and every shared library ldd names at
 # its path.  One ldd and one cp for all the files (with several files ldd heads each list with a
 # "FILE:" line, left out): under --kernel all four guests build their initramfs at once on the
@@ -599,29 +615,15 @@ build_initramfs() {
 		cp "$KDIR/boot/config-$RELEASE" "$DEST/boot/"
 	fi
 	MODLIST="" BUILTIN=""
-	for a in "${MODULES[@]}"; do
-		module_add "$a"
-	done
+	modules_add "${MODULES[@]}"
 	if [ -n "$WIRE" ]; then
-		for a in "${WIRE_MODULES[@]}"; do
-			module_add "$a"
-		done
-		for a in "${WIRE_MODULES_IF_SHIPPED[@]}"; do
-			[ -z "$(module_path "$a")" ] || module_add "$a"
-		done
+		modules_add "${WIRE_MODULES[@]}"
+		modules_add_shipped "${WIRE_MODULES_IF_SHIPPED[@]}"
 	fi
-	if [ -n "$KTLS" ]; then
-		for a in "${TLS_MODULES_IF_SHIPPED[@]}"; do
-			[ -z "$(module_path "$a")" ] || module_add "$a"
-		done
-	fi
+	[ -z "$KTLS" ] || modules_add_shipped "${TLS_MODULES_IF_SHIPPED[@]}"
 	if [ -n "$NFT" ]; then
-		for a in "${NFT_MODULES[@]}"; do
-			module_add "$a"
-		done
-		for a in "${NFT_MODULES_IF_SHIPPED[@]}"; do
-			[ -z "$(module_path "$a")" ] || module_add "$a"
-		done
+		modules_add "${NFT_MODULES[@]}"
+		modules_add_shipped "${NFT_MODULES_IF_SHIPPED[@]}"
 	fi
 	install -m 0755 "$TOP/experiments/guest/initramfs/init" "$DEST/init"
 	{
