@@ -24,8 +24,9 @@
 # /etc (host_tools_initramfs, names_initramfs; docs/kernel-matrix.md, "Per-namespace /etc in
 # the guest"); p09-curl-nginx gets the host's nginx and tcpdump the same way, and curl_pool.
 # Writes RAWROOT/vm.txt (key=value: the packages and versions, accel, kernel release, boot
-# time, status) and RAWROOT/vm-console.log.  TCPLAB_SIDE_BY_SIDE=N (run.sh --kernel all: N guests ran at once) adds
-# side_by_side=N to vm.txt, and so to each unit's caveat (tcplab.where).
+# time, status) and RAWROOT/vm-console.log.  TCPLAB_SIDE_BY_SIDE=N (run.sh --kernel all: N
+# guests ran at once) adds side_by_side=N to vm.txt, and so to each unit's caveat
+# (tcplab.where).
 #
 # Exit: 0 every unit ran and exited 0, or skipped itself (exit 3, status.txt "skipped: WHY");
 #       1 a unit failed or the guest died; 2 usage;
@@ -80,8 +81,8 @@ TLS_MODULES_IF_SHIPPED=(tls gcm ctr ghash_generic chacha20poly1305)
 # user is not in /etc/passwd; nginx looks up the user of its configuration's `user root;` and
 # its group of the same name (getpwnam, getgrnam: "getpwnam(\"root\") failed" and it ends):
 # the guest's /etc gets the host's own lines for them (HOST_USERS, HOST_GROUPS).
-# p07-happy-eyeballs' nft rule needs nf_tables, and nft_counter where the package ships it
-# (its counter: 5.10, as for the wire).
+# A unit that runs nft without the wire (p07-happy-eyeballs: nft in its host_tools) needs
+# nf_tables, and nft_counter where the package ships it (its counter: 5.10, as for the wire).
 HOST_USERS='^(root|nobody|tcpdump):'
 HOST_GROUPS='^(root|nogroup|tcpdump):'
 NFT_MODULES=(nf_tables)
@@ -103,7 +104,6 @@ MTU_SET=""
 WIRE=""
 KTLS=""
 NAMES=""
-NFT=""
 CURL_POOL=""
 declare -A HOST_TOOLS=()
 VERBOSE=0
@@ -225,7 +225,6 @@ parse_args() {
 		esac
 		case $u in p08-tls-*) KTLS=1 ;; esac
 		case $u in p07-*) NAMES=1 ;; esac
-		case $u in p07-happy-eyeballs) NFT=1 ;; esac
 		case $u in p09-curl-nginx) CURL_POOL=1 ;; esac
 		for t in $(host_tools "$u"); do
 			HOST_TOOLS[$t]=1
@@ -621,7 +620,7 @@ build_initramfs() {
 		modules_add_shipped "${WIRE_MODULES_IF_SHIPPED[@]}"
 	fi
 	[ -z "$KTLS" ] || modules_add_shipped "${TLS_MODULES_IF_SHIPPED[@]}"
-	if [ -n "$NFT" ]; then
+	if [ -n "${HOST_TOOLS[nft]:-}" ]; then
 		modules_add "${NFT_MODULES[@]}"
 		modules_add_shipped "${NFT_MODULES_IF_SHIPPED[@]}"
 	fi

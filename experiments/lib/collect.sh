@@ -555,6 +555,13 @@ tl_netns_etc() {
 	done
 }
 
+# tl_in_etc CMD...: CMD in the foreground with this namespace's /etc files (IN_NS, set by
+# tl_netns_etc); a command for tl_bg takes $IN_NS itself, so that its pid is the program's.
+tl_in_etc() {
+	# shellcheck disable=SC2086 # IN_NS: a command prefix of plain words (tl_netns_etc checks NS)
+	$IN_NS "$@"
+}
+
 # tl_etc_cleanup: tl_cleanup, then ETC (tl_netns_etc) removed, and /etc/netns where it is empty.
 tl_etc_cleanup() {
 	tl_cleanup

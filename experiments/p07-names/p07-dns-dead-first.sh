@@ -47,16 +47,14 @@ tl_srv_listener "$RAW/listener.txt" -a "$TL_SERVER_ADDR" -p "$PORT" -m never
 tl_both_counters_before ""
 tl_capture capture "$TL_CLIENT_IF" "$PORT" -f "udp port 53 or tcp port $PORT or icmp"
 tl_log "resolve_connect -n $NAME -p $PORT (first nameserver dead, timeout:$TIMEOUT attempts:1)"
-# shellcheck disable=SC2086 # IN_NS: a command prefix (tl_netns_etc)
-$IN_NS "$TL_BIN/resolve_connect" -n "$NAME" -p "$PORT" \
+tl_in_etc "$TL_BIN/resolve_connect" -n "$NAME" -p "$PORT" \
 	> "$RAW/client.txt" 2> "$RAW/client.txt.err" ||
 	tl_die "resolve_connect failed: $(head -n 1 "$RAW/client.txt.err")"
 tl_uncapture
 tl_both_counters_after "" "$KEEP" "$KEEP_S"
 tcpdump -n -tt -r "$RAW/capture.pcap" 'udp port 53' > "$RAW/tcpdump-dns.txt" 2> /dev/null ||
 	tl_die "tcpdump could not read $RAW/capture.pcap"
-# shellcheck disable=SC2086 # IN_NS: a command prefix (tl_netns_etc)
-$IN_NS getent ahosts "$NAME" > "$RAW/getent.txt" 2>&1 ||
+tl_in_etc getent ahosts "$NAME" > "$RAW/getent.txt" 2>&1 ||
 	tl_die "getent ahosts $NAME failed in the client's namespace"
 tl_stop "$TL_LISTENER"
 tl_stop "$DNSMASQ"

@@ -61,8 +61,7 @@ part() {
 	tl_both_counters_before "$1-"
 	tl_capture "$1-capture" "$TL_CLIENT_IF" "$PORT" -f "port 53 or tcp port $PORT or icmp" -s 65535
 	tl_log "$1: resolve_connect -n $NAME -p $PORT (resolv.conf options: timeout:2 attempts:1${2:+ $2})"
-	# shellcheck disable=SC2086 # IN_NS: a command prefix (tl_netns_etc)
-	$IN_NS "$TL_BIN/resolve_connect" -n "$NAME" -p "$PORT" \
+	tl_in_etc "$TL_BIN/resolve_connect" -n "$NAME" -p "$PORT" \
 		> "$RAW/$1-client.txt" 2> "$RAW/$1-client.txt.err" ||
 		tl_die "$1: resolve_connect failed: $(head -n 1 "$RAW/$1-client.txt.err")"
 	[ -s "$RAW/$1-client.txt.err" ] || rm -f "$RAW/$1-client.txt.err"

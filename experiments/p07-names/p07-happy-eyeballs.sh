@@ -95,8 +95,7 @@ mv "$RAW/curl-client.txt.err" "$RAW/curl-verbose.txt" || tl_die "curl wrote no -
 	tl_die "curl exited $(cat "$RAW/curl-exit.txt"), not 52: $(grep -v '^[0-9:.]* [*<>{}]' "$RAW/curl-verbose.txt" | head -n 1)"
 
 nft list ruleset > "$RAW/nft.txt" || tl_die "nft list ruleset failed"
-# shellcheck disable=SC2086 # IN_NS: a command prefix (tl_netns_etc)
-$IN_NS getent ahosts "$NAME" > "$RAW/getent.txt" 2>&1 ||
+tl_in_etc getent ahosts "$NAME" > "$RAW/getent.txt" 2>&1 ||
 	tl_die "getent ahosts $NAME failed in the namespace"
 curl --version | head -n 1 > "$RAW/curl-version.txt"
 echo "port_sequential=$PORT_SEQUENTIAL port_race=$PORT_RACE port_curl=$PORT_CURL name=$NAME" \

@@ -41,16 +41,14 @@ part() {
 	"$TL_BIN/counters" > "$RAW/$_p-counters-before.txt" || tl_die "counters failed"
 	tl_capture "$_p-capture" lo "$_port"
 	tl_log "$_p: resolve_connect -n localhost -p $_port"
-	# shellcheck disable=SC2086 # IN_NS: a command prefix (tl_netns_etc)
-	$IN_NS "$TL_BIN/resolve_connect" -n localhost -p "$_port" \
+	tl_in_etc "$TL_BIN/resolve_connect" -n localhost -p "$_port" \
 		> "$RAW/$_p-client.txt" 2> "$RAW/$_p-client.txt.err" ||
 		tl_die "resolve_connect failed: $(head -n 1 "$RAW/$_p-client.txt.err")"
 	tl_uncapture
 	"$TL_BIN/counters" -d "$RAW/$_p-counters-before.txt" -k "$KEEP" \
 		> "$RAW/$_p-counters-delta.txt" || tl_die "counters failed"
 	tl_stop "$_lst"
-	# shellcheck disable=SC2086 # IN_NS: a command prefix (tl_netns_etc)
-	$IN_NS getent ahosts localhost > "$RAW/$_p-getent.txt" 2>&1 ||
+	tl_in_etc getent ahosts localhost > "$RAW/$_p-getent.txt" 2>&1 ||
 		tl_die "getent ahosts localhost failed in the namespace"
 }
 
