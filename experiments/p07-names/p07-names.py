@@ -81,8 +81,7 @@ def where(rawdir, note):
     vm = t.read_vm(rawdir)
     if vm is None:
         return note
-    return (f"inside {vm.get('package', 'a Debian kernel')} under QEMU (accel={vm.get('accel')}, "
-            f"{vm.get('smp')} CPU): " + note.replace(" (ip netns exec)", "") +
+    return (t.guest_label(vm) + ": " + note.replace(" (ip netns exec)", "") +
             " (bind-mounted in a mount namespace of its own: etc-exec.sh); timings under "
             "emulation are slower than on hardware, its timers late only by the guest's scheduling"
             + t.side_by_side(vm))

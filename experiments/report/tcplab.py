@@ -934,14 +934,19 @@ def read_vm(rawdir):
     return read_line_values(os.path.join(rawdir, "vm.txt"), optional=True)
 
 
+def guest_label(vm):
+    """A --kernel guest named from its vm.txt: "inside PACKAGE under QEMU (accel=A, N CPU)"."""
+    return (f"inside {vm.get('package', 'a Debian kernel')} under QEMU "
+            f"(accel={vm.get('accel')}, {vm.get('smp')} CPU)")
+
+
 def where(rawdir):
     """Where a unit ran, for a report's header line (a --kernel run leaves vm.txt in it)."""
     v = read_vm(rawdir)
     if v is None:
         return "each unit in its own network namespace on this host; loopback"
-    return (f"inside {v.get('package', 'a Debian kernel')} under QEMU "
-            f"(accel={v.get('accel')}, {v.get('smp')} CPU), each unit in its own namespace; "
-            "loopback; timings under emulation are slower than on hardware" + side_by_side(v))
+    return (guest_label(v) + ", each unit in its own namespace; loopback; timings under "
+            "emulation are slower than on hardware" + side_by_side(v))
 
 
 def side_by_side(vm):
