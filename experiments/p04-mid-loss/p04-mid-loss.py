@@ -206,9 +206,13 @@ def one_part(rawdir, name, params, hz):
     rtx = again[0]
     syn = next(p for p in segs if p["dir"] == "c>s" and "S" in p["flags"])
     sack_ok = "sackok" in syn.get("opts", "").split(",")
-    # the duplicate ACKs: from the server, no data, no SYN or FIN, repeating the highest
-    # acknowledgment so far (the hole's sequence number), after the hole was sent.  The ACK
-    # that first acknowledged up to the hole is not one, even when it arrived late (late_acks)
+    # the duplicate ACKs: from the server, no data, no SYN or FIN, at the hole's sequence
+    # number, after the hole was sent; each either repeats the highest acknowledgment so far
+    # (RFC 5681's duplicate; the ACK that first acknowledged up to the hole is not one, even
+    # when it arrived late: late_acks) or carries a SACK block of octets above it not SACKed
+    # before (RFC 6675 section 2: a duplicate "even if it ... moves the cumulative
+    # acknowledgment point": CI's interrupt storm saw the receiver's one ACK up to the hole
+    # carry the SACK block of all five segments after it, and SACK recovery follow)
     acks = [p for p in segs if p["dir"] == "s>c" and p["ack"] is not None]
     # the server's tcp_shrink_window: None where the kernel has none (5.10) or the run did
     # not record it (the references before it joined SYSCTLS; a fresh namespace's is 0)
@@ -216,13 +220,15 @@ def one_part(rawdir, name, params, hz):
                           f"{name}-server-sysctls.txt", 0, 1)
     late = late_acks(acks) if not shrink else []
     first = next((p for p in late if p["ack"] == hole["seq"]), None)
-    dup, top = [], None
+    dup, top, sacked = [], None, hole["seq"]
     for p in acks:
-        if (p is not first and p["ack"] == hole["seq"] and (top == hole["seq"] or first)
-                and p["len"] == 0 and p["t_ns"] > hole["t_ns"]
-                and not set(p["flags"]) & set("SF")):
+        new_sack = max((b[1] for b in p["sack"]), default=sacked) > sacked
+        if (p["ack"] == hole["seq"] and p["len"] == 0 and p["t_ns"] > hole["t_ns"]
+                and not set(p["flags"]) & set("SF")
+                and (new_sack or (p is not first and (top == hole["seq"] or first)))):
             dup.append(p)
         top = p["ack"] if top is None else max(top, p["ack"])
+        sacked = max([sacked] + [b[1] for b in p["sack"]])
     before = [p for p in dup if p["t_ns"] < rtx["t_ns"]]
     cc, sc = tw.read_both_counters(rawdir, f"{name}-", COUNTERS, SERVER_COUNTERS)
     # none at all: the receiver answered the segments after the hole with one ACK (they merged
