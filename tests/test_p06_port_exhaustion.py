@@ -106,6 +106,21 @@ def check_exhaustion(j):
     assert j["parts"]["wire"]["sockstat"]["tw"] == n
 
 
+def assert_freed_by_rst(part, name):
+    """The poll's success took a port whose TIME-WAIT socket a RST from the server had killed
+    (tcp_rfc1337 0: RFC 1337's assassination) before it began: the port was free, and nothing
+    was taken over."""
+    p = part["poll"]
+    killed = ({x["local"]: x["server_rst_ms"] for x in part["closes"]
+               if x["server_rst_ms"] is not None}
+              if part["sysctls"]["net.ipv4.tcp_rfc1337"] == 0 else {})
+    f = p["freed"]
+    assert f["local"] == p["ok"]["local"] and f["local"] in killed, (name, f, killed)
+    assert f["rst_ms"] == killed[f["local"]] and f["rst_ms"] < p["ok"]["t_ms"], (name, f)
+    assert part["counters"]["TcpExtTWRecycled"] == 0 and not part["takeovers"], name
+    assert p["reused"] is None and p["failed"] == p["attempts"] - 1, name
+
+
 def check_poll_reuses(j, name):
     """The poll: no connect() failed after the first TIME-WAIT socket passed the rule, and the
     first success came after it (its connect() returned after that time)."""
@@ -117,10 +132,8 @@ def check_poll_reuses(j, name):
     # a TIME-WAIT socket a server RST killed (tcp_rfc1337 0) frees its port at once: a poll may
     # get it before any socket passes the rule (a loaded make test: port 40003 at 161 ms, its
     # TIME-WAIT killed at 1.323 ms), and then nothing was taken over
-    killed = ({x["local"] for x in part["closes"] if x["server_rst_ms"] is not None}
-              if part["sysctls"]["net.ipv4.tcp_rfc1337"] == 0 else set())
-    if p["ok"]["local"] in killed and p["ok"]["t_ms"] < p["threshold_ms"]:
-        assert part["counters"]["TcpExtTWRecycled"] == 0 and not part["takeovers"], name
+    if p["freed"] is not None:
+        assert_freed_by_rst(part, name)
         return
     assert p["ok"]["t_ms"] + p["ok"]["us"] / 1000 >= p["threshold_ms"] - slack, name
     if p["last_fail_ms"] is not None:
@@ -145,13 +158,19 @@ def check_reuse(j):
 
 def check_nots(j):
     """No timestamps, no reuse (tw_ts_recent_stamp is 0): the poll failed throughout, also
-    well after the time the rule would have allowed; the SYNs carried no ts option."""
+    well after the time the rule would have allowed; the SYNs carried no ts option.  Unless a
+    RST from the server had killed a TIME-WAIT socket (the server's FIN overtook its ACK of the
+    client's FIN on the veth; the client's TIME-WAIT socket answered the late ACK; the server,
+    its socket gone, sent the RST): then the poll may take that free port, and nothing else."""
     p = j["parts"]["nots"]
     assert changed(j, "nots", "net.ipv4.tcp_timestamps") == 0
     assert all("ts" not in x["syn_opts"].split(",") for x in p["closes"] if x["syn_opts"])
-    assert p["poll"]["ok"] is None and p["poll"]["failed"] == p["poll"]["attempts"]
-    assert p["poll"]["after_threshold_failed"] >= 1
-    assert p["poll"]["last_ms"] > p["poll"]["threshold_ms"] + j["clock_slack_ns"] / 1e6
+    if p["poll"]["ok"] is not None:
+        assert_freed_by_rst(p, "nots")
+    else:
+        assert p["poll"]["freed"] is None and p["poll"]["failed"] == p["poll"]["attempts"]
+        assert p["poll"]["after_threshold_failed"] >= 1
+        assert p["poll"]["last_ms"] > p["poll"]["threshold_ms"] + j["clock_slack_ns"] / 1e6
     assert p["counters"]["TcpExtTWRecycled"] == 0
     for name in ("wire", "loopback", "reuse1"):
         assert all("ts" in x["syn_opts"].split(",") for x in j["parts"][name]["closes"]
@@ -231,6 +250,28 @@ def test_reference_ss_agrees_with_sockwatch(ref_out):
     server as sockwatch -1 did, one per port of the range."""
     j = R.load(str(ref_out))
     assert j["ss_time_wait"] == len(j["parts"]["wire"]["time_wait"]) == rng(j)[2]
+
+
+def test_a_poll_that_took_a_port_a_rst_freed(tmp_path):
+    """A live run of `make test` (6.18 host, 6 December 2026): in part nots two server FINs
+    overtook the server's ACKs of the client's FINs on the veth; each client TIME-WAIT socket
+    answered the late ACK, the server (its socket gone) answered with a RST, and with
+    tcp_rfc1337 0 the TIME-WAIT sockets of 40005 and 40007 died at 0.5 ms.  connect() #11 took
+    40005 again and the poll's first connect() took 40007 at 19.6 ms: free ports, no reuse.
+    check_nots took every poll success for a reuse without timestamps and failed; the report
+    now names the port as freed by the RST, and the checks hold."""
+    raw = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "reports",
+                       "p06-port-exhaustion-nots-rst", "raw")
+    r = R.run(raw, tmp_path)
+    assert r.returncode == 0, r.stderr
+    j = R.load(tmp_path)
+    p = j["parts"]["nots"]
+    assert p["poll"]["ok"]["local"] == "192.0.2.1:40007" and p["poll"]["reused"] is None
+    assert p["poll"]["freed"] == {"local": "192.0.2.1:40007", "rst_ms": 0.498}
+    check_all(str(tmp_path))
+    text = (tmp_path / f"{NAME}.txt").read_text()
+    assert ("192.0.2.1:40007 was free: a RST from the server had killed its TIME-WAIT socket "
+            "at 0.498 ms") in text
 
 
 # ---- the report on bad raw input ------------------------------------------------------------

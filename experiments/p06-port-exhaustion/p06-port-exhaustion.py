@@ -319,6 +319,16 @@ def poll(path, rows, held, rule):
     return out
 
 
+def poll_freed(p, held, rfc1337):
+    """Where the poll's first success took a port whose TIME-WAIT socket a RST had killed
+    before it began (assassinated()), that port was simply free: nothing was taken over, so
+    the success is not a reuse.  p["freed"] names it (its local and the RST's time)."""
+    ok, p["freed"] = p["ok"], None
+    c = held.get(ok["local"]) if ok is not None else None
+    if c is not None and assassinated(c, ok["t_ns"], rfc1337):
+        p["freed"], p["reused"] = {"local": ok["local"], "rst_ns": c["srst_ns"]}, None
+
+
 def held(wire, row, rule):
     """For a connect() to the wire part's server port: how old the TIME-WAIT sockets of the
     wire part were then (from their server FINs), against the delay."""
@@ -474,7 +484,11 @@ def poll_lines(r, rule):
     else:
         lines.append(f"  the first success began at {ms(r, ok['t_ns'])} ms (connect() took "
                      f"{ok['us']} µs), from {ok['local']}")
-        u = p["reused"]
+        u, f = p["reused"], p["freed"]
+        if f is not None:
+            lines.append(f"  {f['local']} was free: a RST from the server had killed its "
+                         f"TIME-WAIT socket at {ms(r, f['rst_ns'])} ms (below), so nothing was "
+                         f"taken over")
         if u is not None:
             lines.append(f"  {u['local']} had been in TIME-WAIT since {ms(r, u['entry_ns'])} ms "
                          f"(its server FIN): reused {u['age_ms']:.3f} ms later")
@@ -655,13 +669,16 @@ def part_json(r):
             "poll": None if not r.get("poll") else {
                 (k[:-3] + "_ms" if k.endswith("_ns") else k):
                 (round((v - r["t0"]) / 1e6, 3) if k.endswith("_ns") and v is not None else v)
-                for k, v in r["poll"].items() if k not in ("ok", "reused")}
+                for k, v in r["poll"].items() if k not in ("ok", "reused", "freed")}
             | {"ok": None if not r["poll"]["ok"] else {
                 "t_ms": round((r["poll"]["ok"]["t_ns"] - r["t0"]) / 1e6, 3),
                 "local": r["poll"]["ok"]["local"], "us": r["poll"]["ok"]["us"]},
                "reused": None if not r["poll"]["reused"] else {
                    "local": r["poll"]["reused"]["local"], "age_ms": r["poll"]["reused"]["age_ms"],
-                   "entry_ms": round((r["poll"]["reused"]["entry_ns"] - r["t0"]) / 1e6, 3)}},
+                   "entry_ms": round((r["poll"]["reused"]["entry_ns"] - r["t0"]) / 1e6, 3)},
+               "freed": None if not r["poll"]["freed"] else {
+                   "local": r["poll"]["freed"]["local"],
+                   "rst_ms": round((r["poll"]["freed"]["rst_ns"] - r["t0"]) / 1e6, 3)}},
             "held": r.get("held"), "counters": r["counters"],
             "sysctls": {k: t.sysctl_value(v) for k, v in r["sysctls"].items()}
             if "sysctls" in r else None, "may_reuse": r.get("may_reuse"),
@@ -724,6 +741,8 @@ def build(rawroot, outdir):
         r["rfc1337"] = t.sysctl_int(r["sysctls"], "net.ipv4.tcp_rfc1337", spath, 0, 1)
         r["takeovers"], r["bad"] = rule_check(r["rows"] + r["poll_rows"], prior, r["conns"],
                                               rule, lo, hi, r["may_reuse"], r["rfc1337"])
+        if r.get("poll"):
+            poll_freed(r["poll"], holders(r["conns"], r["poll_rows"][0]["i"]), r["rfc1337"])
     binds = [bind_part(rawdir, b) for b in BINDS]
     before = sockstat(os.path.join(rawdir, "buckets-sockstat-before.txt"))
     ssl, ss_n = ss_lines(rawdir, runs["wire"])
