@@ -515,24 +515,31 @@ start_unit() {
 	script=$(collect_script "$unit" "${U_REPORT[$unit]}")
 	ip netns exec "$ns" setsid env TL_BIN="$TL_BIN" ${TL_QUICK:+TL_QUICK=1} "${knobs[@]}" ${ns2:+TL_NS2=$ns2} \
 		${srv:+TL_WIRE=1 TL_NS_SERVER=$srv TL_MTU=$mtu} \
-		sh "$script" "$TMPDIR_RUN/raw/$unit" 2> "$TMPDIR_RUN/log/$unit.fifo" &
+		sh "$script" "$TMPDIR_RUN/raw/$unit" 2> "$TMPDIR_RUN/log/$unit.fifo" {LOG_HOLD}>&- &
 	UNIT_PID[$unit]=$!
+	exec {LOG_HOLD}>&-	# the unit is tee's writer now (unit_log_start)
 	log "$unit: started in namespace $ns${ns2:+ (and $ns2)}${srv:+, wired to $srv (veth, MTU $mtu)}"
 }
 
 # unit_log_start UNIT: the unit's stderr goes through the fifo log/UNIT.fifo to tee, which copies
 # it to run.sh's stderr (the progress lines) and to log/UNIT.txt, the log a failed unit's outputs
 # quote (tcplab_failed.py).  tee is run.sh's own child, outside the unit's process group, so it
-# still reads the unit's last words after the unit is stopped.
+# still reads the unit's last words after the unit is stopped.  run.sh holds the fifo open
+# (LOG_HOLD, read-write: that open never blocks) from before tee until the unit has it, so
+# neither open of the fifo waits for the other side: tee once waited in open() for a unit that
+# run.sh, SIGKILLed between the two forks, never started, and held run.sh's stderr for ever
+# (CI's interrupt storm, SIGKILL to run.sh alone); now tee reads the end of file as soon as
+# run.sh is gone.  tee and the unit each close LOG_HOLD once their own open is done.
 unit_log_start() {
 	local log=$TMPDIR_RUN/log/$1
 	mkdir -p "$TMPDIR_RUN/log"
 	rm -f "$log.fifo"
 	mkfifo "$log.fifo"
+	exec {LOG_HOLD}<> "$log.fifo"
 	# tee, not awk: mawk (Debian's awk) reads a pipe in blocks, so a unit's progress lines
 	# came all at once when it ended.  -p: a closed stderr stops neither the copy to the file
 	# nor the unit (no SIGPIPE); "--" before the path (--out is the user's)
-	tee -p -- "$log.txt" < "$log.fifo" >&2 &
+	tee -p -- "$log.txt" < "$log.fifo" {LOG_HOLD}>&- >&2 &
 	LOG_PID[$1]=$!
 }
 

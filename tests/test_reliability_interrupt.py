@@ -320,6 +320,77 @@ def signal_at_line(out, tag, needle, sigs, gap_s=0.0, target="pid", units=()):
     return p.returncode, "".join(err), sent, p.pid
 
 
+def children(pid):
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            return [int(x) for x in f.read().split()]
+    except OSError:
+        return []
+
+
+def fd_target(pid, fd):
+    try:
+        return os.readlink(f"/proc/{pid}/fd/{fd}")
+    except OSError:
+        return ""
+
+
+def wchan(pid):
+    try:
+        with open(f"/proc/{pid}/wchan") as f:
+            return f.read()
+    except OSError:
+        return ""
+
+
+def tee_without_unit(pid, fifo_end):
+    """Whether run.sh (pid) is between its two forks of a unit's log: a child reads (or waits in
+    open() to read) the unit's fifo, and no child writes it yet."""
+    kids = children(pid)
+    reader = any(fd_target(k, 0).endswith(fifo_end) or wchan(k) == "wait_for_partner"
+                 for k in kids)
+    return reader and not any(fd_target(k, 2).endswith(fifo_end) for k in kids)
+
+
+@pytest.mark.slow     # 5-30 s; make check
+def test_sigkill_between_the_logs_two_forks(tmp_path):
+    """SIGKILL to run.sh alone after it forked a unit's tee and before it forked the unit: tee
+    waited in open() for a writer of the fifo that nobody would ever open, and held run.sh's
+    stderr for ever (CI's interrupt storm: communicate() timed out after 60 s, on a run that
+    took 9 s alone).  run.sh is killed here as soon as it is seen in that window (polled on
+    /proc, up to 40 tries; each try a fresh run of p01-machine); its stderr must then end, and
+    nothing be left."""
+    fifo_end = "/log/p01-machine.fifo"
+    caught = 0
+    for attempt in range(40):
+        out, tag, ports, baseline = fresh_case(tmp_path / str(attempt))
+        p = start(out, tag, "p01-machine")
+        try:
+            while p.poll() is None and not tee_without_unit(p.pid, fifo_end):
+                pass
+            if p.poll() is not None:
+                p.communicate(timeout=60)
+                continue
+            os.kill(p.pid, signal.SIGKILL)
+            caught += 1
+            # the unit may have been forked between the look and the kill: its own few seconds
+            _, err = p.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"try {attempt}: run.sh's stderr still open 60 s after its SIGKILL: "
+                        f"{[cmdline(x) for x in tagged_pids(tag)]}")
+        finally:
+            for pid in tagged_pids(tag):
+                os.kill(pid, signal.SIGKILL)
+        assert p.returncode == -signal.SIGKILL
+        r = start(out, tag, "p01-machine")
+        _, rerr = r.communicate(timeout=60)
+        assert r.returncode == 0, rerr[-2000:]
+        assert not wait_clean(out, r.pid, tag, ports, baseline)
+        if caught == 3:
+            break
+    assert caught == 3, f"run.sh was seen between the two forks {caught} times in 40 runs"
+
+
 @pytest.mark.slow     # 60-70 s; make check
 def test_signal_during_cleanup(tmp_path):
     """SIGTERM (then each other catchable signal) right after the "finished" line, when the
