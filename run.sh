@@ -108,81 +108,6 @@ ensure_installed() {
 EXIT_FAIL=1 EXIT_USAGE=2 EXIT_SKIP=4
 UNIT_SKIPPED=3	# a collect script's exit status for "cannot run on this kernel" (tl_skip)
 
-usage() {
-	cat <<USAGE
-usage: ./run.sh [--quick] [--all] [--kernel VERSION|all] [--accel tcg|kvm] [--out DIR]
-                [--mtu N] [--allow-foreign-out] [--ktap] [--set KNOB=VALUE]... [NAME...]
-       ./run.sh NAME... --help
-       ./run.sh diff DIR_A DIR_B
-       ./run.sh matrix [--out DIR] DIR DIR [DIR...]
-       ./run.sh kcidb --origin ORIGIN --build-id ORIGIN:ID [--run-id ID] [KTAP]
-       ./run.sh sandbox [--out DIR] [--shell client|server]
-       ./run.sh --list | --help | --version
-
-Builds what is missing (installing missing Debian packages when root), runs each experiment
-unit in its own fresh network namespace, and writes outputs/<kernel release>/: for every
-report a .txt for people and a .json for tools, and raw/<unit>/ with what the programs printed.
-Installed (make install, as tcplab), it builds nothing and writes outputs/ of the current directory.
-
-  (no NAME)        the connect() investigation: the units of set "default" in experiments/units
-  --quick          leave out the units marked quick=skip (p01-synretry-default: over 2 minutes)
-  --all            the default units and the labs (set "labs")
-  NAME...          only these units, each once (see --list)
-  --kernel VER     run inside a Debian kernel VER (e.g. 5.10, 6.1, 6.12, 7.2) booted under QEMU,
-                   fetched with tcplab's own apt configuration (docs/kernel-matrix.md, "Kernels");
-                   VER is a Debian cloud kernel series: 4.19, 4.20, or 5.0 .. 9.20 (no Linux
-                   major has had more than 21 minors); anything else is refused before apt is
-                   touched
-  --kernel all     the host's run and a guest each of 5.10, 6.1, 6.12 and 7.2, side by side (as
-                   many guests at once as a measured memory budget and the CPUs allow, the rest
-                   queued); each writes its own outputs/<release>/ (--out DIR: DIR/<release>/),
-                   its lines prefixed [host] or [VER]; qemu=no units run on the host only; the
-                   guests' vm.txt says side_by_side=N; exit 0, or the worst run's status
-                   (docs/kernel-matrix.md, "All kernels at once")
-  --accel A        with --kernel: tcg (default, measured faster here) or kvm
-  --out DIR        write to DIR instead of outputs/<kernel release>; one run at a time per DIR
-  --mtu N          the MTU of the wire units' veth pair (68..65535) instead of experiments/units';
-                   below a unit's "mtu min" there, it is refused when named, skipped when a set
-                   chose it (docs/wire.md, "Small MTUs")
-  --allow-foreign-out  as root, write to a DIR another user owns (refused by default)
-  --set KNOB=VALUE a knob of the units named (experiments/units, "# knob:" lines): a parameter
-                   the unit declares with its default, range and meaning; once per knob, checked
-                   before anything starts (bad name or value: exit 2); the outputs record the
-                   knobs given ("knobs" in the .json, a "knobs:" line in the .txt); an older
-                   variable such as TL_P03_REQUESTS still sets its knob; not with --kernel all
-  NAME... --help   each unit's line of the table and its knobs: default, range, meaning
-  --ktap           print KTAP (kselftest's result format) on stdout: one test point per unit, ok,
-                   not ok or "# SKIP reason", progress as "# " lines; all else goes to stderr
-  diff A B         compare two output directories through their .json files (exit 1 if they differ)
-  matrix DIR...    one row per fact, one column per kernel: DIR/matrix.txt, .json, .svg
-                   (--out DIR, default outputs/; docs/kernel-matrix.md "The matrix view")
-  kcidb ...        the KTAP of a --ktap run (the file KTAP, or stdin) as JSON for KernelCI's
-                   database (KCIDB, kcidb-io schema v5.3) on stdout, one test per test point:
-                   --origin the submitter's KCIDB origin, --build-id the kernel build tested,
-                   --run-id this run (default: from the KTAP's SHA-256); exit 1 bad KTAP
-                   (docs/kernel-matrix.md, "KCIDB")
-  sandbox ...      free exploration: a shell on each side of the wire, the probes recording,
-                   the same outputs when you leave (docs/sandbox.md)
-  --list           print the unit table (experiments/units): sets, durations, limits, needs,
-                   and each unit's knobs (NAME=DEFAULT)
-  --version        print tcplab's version (each unit's .json records it as tcplab_version)
-
-Units marked alone=yes (they measure a speed) run by themselves, after the others. A unit whose
-netns is "wire" runs in a client namespace joined to a server namespace by a veth pair
-(192.0.2.1 and .2, docs/wire.md). A unit that cannot run on this kernel (e.g. no sch_netem) is
-reported "skipped", with its reason, and does not fail the run. A unit still
-running at its limit_s is stopped and reported "timed out"; a failed or timed-out unit keeps its
-partial raw/<unit>/ with a status.txt saying why, and its .txt/.json say "failed: <reason>"
-(docs/output-format.md); the last line names the failed units.
-Not root: the run goes on as root of an unprivileged user namespace of its own (unshare -Urnmp,
-a private /run/netns), where the wire units have their namespaces and veth pair too; the outputs
-are the user's, and nothing outlives the run, even a SIGKILL.  A unit that needs real root
-(root=yes, with its reason) is skipped when a set chose it, refused when named.
-Exit status: 0 all units ran and reported, 1 a unit failed, 2 bad usage, 4 skipped (neither
-root nor unprivileged user namespaces; with --ktap also: every unit skipped, as kselftest's KSFT_SKIP).
-USAGE
-}
-
 die() {
 	local status=$1
 	shift
@@ -267,64 +192,20 @@ ktap_die() {
 }
 
 # ---- the unit table (experiments/units) -----------------------------------------------------
-# The only place that says what a unit is.  TCPLAB_EXPERIMENTS points run.sh at another
-# directory of collect scripts, reports and its own units table (the tests use it).
+# The only place that says what a unit is, read once by the plan (experiments/runner/
+# tcplab_plan.py, in main).  TCPLAB_EXPERIMENTS points run.sh at another directory of collect
+# scripts, reports and its own units table (the tests use it).
 
 EXP=${TCPLAB_EXPERIMENTS:-$TOP/experiments}
-UNITS_FILE=$EXP/units
-UNIT_NAMES=()
-declare -A U_REPORT=() U_SET=() U_QUICK=() U_ALONE=() U_EXPECT=() U_LIMIT=() U_ROOT=() U_NETNS=() U_QEMU=()
-declare -A U_QEMU_WHY=()	# qemu=no units: why not in a guest ("# qemu no: UNIT: why" lines)
-declare -A U_ROOT_WHY=()	# root=yes units: why a user namespace will not do ("# root yes: UNIT: why")
-declare -A U_MTU=()	# wire units: the veth pair's MTU (netns "wire" is 1500, "wire:N" is N)
-declare -A U_MTU_MIN=() U_MTU_WHY=()	# "# mtu min: UNIT: N: why": the least MTU UNIT runs at
-# "# knob: UNIT: NAME: DEFAULT: RANGE: [env VAR: ]MEANING": a parameter of UNIT that --set
-# changes (docs/design.md, "Knobs").  U_KNOBS[UNIT]: its names in table order; K_* by UNIT:NAME.
-declare -A U_KNOBS=() K_DEFAULT=() K_RANGE=() K_ENV=() K_WHAT=() K_VALUE=() K_GIVEN=()
+# What the running of the units reads of the table, by unit (the plan sets them): its report,
+# alone, limit_s, netns, the wire's MTU (netns "wire" is 1500, "wire:N" is N), its knobs' names
+# in table order ("# knob:" lines, docs/design.md "Knobs"); K_VALUE and K_GIVEN by UNIT:NAME.
+declare -A U_REPORT=() U_ALONE=() U_LIMIT=() U_NETNS=() U_MTU=() U_KNOBS=() K_VALUE=() K_GIVEN=()
 
 # collect_script UNIT REPORT: the unit's collect script, in its experiment's folder: the
 # report's (experiments/REPORT/UNIT.sh), or the unit's own when it feeds none (docs/design.md).
 collect_script() {
 	if [ "$2" = - ]; then echo "$EXP/$1/$1.sh"; else echo "$EXP/$2/$1.sh"; fi
-}
-
-# Read and check the table: experiments/runner/tcplab_units.py, the table's one parser, prints
-# the bash that sets the arrays above; a bad table is its one line on stderr ("run.sh:
-# FILE:LINE: why", as die says it), exit 1.
-load_units() {
-	local code status=0
-	# SIGINT ignored in it (Python then keeps it ignored): a Ctrl-C to the group lets it finish
-	# its few milliseconds, and run.sh's own trap ends the run, instead of a KeyboardInterrupt
-	# traceback from wherever Python was (CI's interrupt storm: SIGINT 1.09 s into a run, during
-	# `import re`; a handler set in the script still left its first line open to it); -S: no
-	# site module, the standard library is all it needs
-	code=$(trap '' INT; exec "$PY" -S "$TOP/experiments/runner/tcplab_units.py" shell "$EXP") || status=$?
-	case $status in
-	0) eval "$code" ;;
-	1) [ -z "${KTAP:-}" ] || ktap_die $EXIT_FAIL "the unit table $UNITS_FILE is bad (above)"
-		exit $EXIT_FAIL ;;
-	*) die $EXIT_FAIL "cannot read the unit table $UNITS_FILE: tcplab_units.py failed (status $status)" ;;
-	esac
-}
-
-# resolve_knobs [--export] SETTING... (NAME=VALUE, from --set) for the units named in KNOB_UNITS:
-# each knob's value into K_VALUE (--set, else its env variable, else its default) and K_GIVEN,
-# by tcplab_units.py (knobs), or its one line and exit 2: a malformed setting, a name given
-# twice, a name none of the units has, a value out of its range.  --export (a --kernel guest,
-# whose units all get the environment vm.sh forwards): each unit's knobs also as one variable of
-# its own, TL_UNIT_KNOBS_<UNIT>="NAME=VALUE ...", which the guest's init exports as TL_KNOB_NAME
-# for that unit alone (p01-synack-lost's and p04-tail-loss's drops each keep their own value).
-resolve_knobs() {
-	local code status=0 export="" s args=()
-	[ "${1:-}" != --export ] || { export=--export; shift; }
-	for s in "$@"; do args+=(--set "$s"); done
-	# SIGINT ignored, -S: as load_units
-	code=$(trap '' INT; exec "$PY" -S "$TOP/experiments/runner/tcplab_units.py" knobs "$EXP" $export "${args[@]}" -- "${KNOB_UNITS[@]}") || status=$?
-	case $status in
-	0) eval "$code" ;;
-	2) die $EXIT_USAGE "$code" ;;
-	*) die $EXIT_FAIL "cannot resolve the knobs: tcplab_units.py failed (status $status)" ;;
-	esac
 }
 
 # knob_env UNIT: the unit's knobs as env arguments (TL_KNOB_NAME=VALUE ...), one per line.
@@ -345,76 +226,6 @@ knob_record() {
 	done
 	[ -z "$lines" ] || printf '%s' "$lines" > "$2/knobs.txt" ||
 		log "$1: could not record its knobs in $2/knobs.txt (above)"
-}
-
-# unit_help UNIT: one unit's line of the table and its knobs, for ./run.sh UNIT --help.
-unit_help() {
-	local u=$1 k
-	printf '%s: report %s, set %s, about %s s (limit %s s), root %s, netns %s, qemu %s\n' "$u" \
-		"${U_REPORT[$u]}" "${U_SET[$u]}" "${U_EXPECT[$u]}" "${U_LIMIT[$u]}" "${U_ROOT[$u]}" \
-		"${U_NETNS[$u]}" "${U_QEMU[$u]}"
-	if [ -z "${U_KNOBS[$u]:-}" ]; then
-		echo "  no knobs"
-		return 0
-	fi
-	echo "  knobs (--set NAME=VALUE):"
-	for k in ${U_KNOBS[$u]}; do
-		printf '    %-12s default %-6s range %-16s %s%s\n' "$k" "${K_DEFAULT[$u:$k]}" \
-			"${K_RANGE[$u:$k]}" "${K_WHAT[$u:$k]}" "${K_ENV[$u:$k]:+ (also env ${K_ENV[$u:$k]})}"
-	done
-}
-
-# mtu_too_small UNIT MTU: true when UNIT's wire may not have MTU (its "# mtu min:" line), and
-# then the one line that says so, naming the MTU and the reason.
-mtu_too_small() {
-	[ -n "${U_MTU_MIN[$1]:-}" ] && [ "$2" -lt "${U_MTU_MIN[$1]}" ] || return 1
-	echo "$1: --mtu $2 is below ${U_MTU_MIN[$1]}, the least MTU it runs at: ${U_MTU_WHY[$1]}"
-}
-
-# qemu_no UNIT: the words saying why UNIT does not run under --kernel.
-qemu_no() {
-	echo "qemu=no in experiments/units${U_QEMU_WHY[$1]:+: ${U_QEMU_WHY[$1]}}"
-}
-
-# root_yes UNIT: the words saying why UNIT is not run without root.
-root_yes() {
-	echo "root=yes in experiments/units${U_ROOT_WHY[$1]:+: ${U_ROOT_WHY[$1]}}"
-}
-
-# --list: the table, one aligned line per unit under a header.
-list_units() {
-	local u k knobs f="%-22s %-22s %-8s %-6s %-5s %8s %8s  %-4s %5s  %s\n"
-	# shellcheck disable=SC2059 # one format for the header and the rows
-	printf "$f" unit report set quick alone expect_s limit_s root netns qemu
-	for u in "${UNIT_NAMES[@]}"; do
-		# shellcheck disable=SC2059
-		printf "${f%\\n}" "$u" "${U_REPORT[$u]}" "${U_SET[$u]}" "${U_QUICK[$u]}" "${U_ALONE[$u]}" \
-			"${U_EXPECT[$u]}" "${U_LIMIT[$u]}" "${U_ROOT[$u]}" "${U_NETNS[$u]}" "${U_QEMU[$u]}"
-		# a unit's knobs after its row, NAME=DEFAULT (./run.sh UNIT --help says more)
-		knobs=""
-		for k in ${U_KNOBS[$u]:-}; do knobs="$knobs${knobs:+,}$k=${K_DEFAULT[$u:$k]}"; done
-		printf '%s\n' "${knobs:+  knobs: $knobs}"
-	done
-}
-
-# The units of a run with no names: the default set, plus the labs with --all, minus the
-# quick=skip ones with --quick; with --kernel, the units marked qemu=no are left out (said once).
-select_units() {
-	local all=$1 quick=$2 u out=()
-	PLAN=()
-	for u in "${UNIT_NAMES[@]}"; do
-		case ${U_SET[$u]} in default) ;; labs) [ -n "$all" ] || continue ;; *) continue ;; esac
-		[ -z "$quick" ] || [ "${U_QUICK[$u]}" = run ] || continue
-		PLAN+=("$u")
-		if [ -n "$KERNEL" ] && [ "$KERNEL" != all ] && [ "${U_QEMU[$u]}" = no ]; then
-			log "$u: not run under --kernel ($(qemu_no "$u"))"
-			SKIPPED+=("$u")
-			WHY[$u]="skipped: not run under --kernel ($(qemu_no "$u"))"
-			continue
-		fi
-		out+=("$u")
-	done
-	SELECTED=("${out[@]}")
 }
 
 # ---- run state ------------------------------------------------------------------------------
@@ -477,7 +288,7 @@ declare -A UNIT_STARTED=() UNIT_RC=() UNIT_RAN=() LOG_PID=()	# for a failed unit
 start_unit() {
 	local unit=$1 ns="$NS_PREFIX-$$-$RANDOM$RANDOM-$1" ns2="" srv="" mtu="" knobs=() script=""
 	mkdir -p "$TMPDIR_RUN/raw"
-	mapfile -t knobs < <(knob_env "$unit")	# TL_KNOB_NAME=VALUE, checked by resolve_knobs
+	mapfile -t knobs < <(knob_env "$unit")	# TL_KNOB_NAME=VALUE, checked by the plan (tcplab_plan.py)
 	UNIT_T0[$unit]=$SECONDS
 	UNIT_STARTED[$unit]=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 	UNIT_NS[$unit]=""
@@ -948,20 +759,9 @@ userns_pass() {
 	[ -z "$child" ] || kill "-$1" "$child" 2> /dev/null || :
 }
 
-# Whether $1 names a Debian cloud kernel series that can exist: Debian's cloud-amd64 flavour
-# starts with 4.19 (buster), no Linux major has had more than 21 minors (4.0 .. 4.20), and a
-# major above 9 is decades away.  Checked before apt is touched (vm.sh runs apt-get update).
-kernel_series_ok() {
-	local major minor
-	[[ $1 =~ ^([1-9])\.(0|[1-9][0-9]?)$ ]] || return 1
-	major=${BASH_REMATCH[1]} minor=${BASH_REMATCH[2]}
-	[ "$minor" -le 20 ] || return 1
-	[ "$major" -ge 5 ] || { [ "$major" -eq 4 ] && [ "$minor" -ge 19 ]; }
-}
-
 main() {
-	local quick="" all="" units=() u args=("$@")
-	KERNEL="" ACCEL=tcg OUT="" OUT_SET="" MTU_OPT=""
+	local units=() args=("$@") code status=0
+	KERNEL="" ACCEL=tcg OUT="" OUT_SET="" MTU_OPT="" QUICK="" LIST=""
 	if [ "${1:-}" = diff ]; then
 		shift
 		[ $# -eq 2 ] || die $EXIT_USAGE "usage: ./run.sh diff DIR_A DIR_B"
@@ -980,147 +780,43 @@ main() {
 		ensure_built
 		exec "$TOP/experiments/sandbox/sandbox.sh" "$@"
 	fi
-	local list="" accel_set="" seen=" " help="" sets=()
-	while [ $# -gt 0 ]; do
-		case $1 in
-		# --help alone is the usage; with a unit named before or right after it, that unit's knobs
-		-h | --help) if [ ${#units[@]} -eq 0 ] && { [ $# -lt 2 ] || [[ $2 == -* ]]; }; then usage; exit 0; fi
-			help=1 ;;
-		--set) [ $# -ge 2 ] || die $EXIT_USAGE "--set needs NAME=VALUE (./run.sh UNIT --help lists its knobs)"
-			sets+=("$2"); shift ;;
-		--version) echo "tcplab $TCPLAB_VERSION"; exit 0 ;;
-		--list) list=1 ;;
-		--quick) quick=1 ;;
-		--all) all=1 ;;
-		--kernel) [ $# -ge 2 ] || die $EXIT_USAGE "--kernel needs a version (e.g. 6.1)"; KERNEL=$2; shift
-			[ -n "$KERNEL" ] || die $EXIT_USAGE "--kernel '': want a version like 5.10 or 7.2" ;;
-		--accel) [ $# -ge 2 ] || die $EXIT_USAGE "--accel needs tcg or kvm"; ACCEL=$2; accel_set=1; shift ;;
-		--out) [ $# -ge 2 ] || die $EXIT_USAGE "--out needs a directory"; OUT=$2; OUT_SET=1; shift
-			[ -n "$OUT" ] || die $EXIT_USAGE "--out '': want a directory" ;;
-		--mtu) [ $# -ge 2 ] || die $EXIT_USAGE "--mtu needs a number (68..65535)"; MTU_OPT=$2; shift
-			wire_mtu_ok "$MTU_OPT" || die $EXIT_USAGE "--mtu '${MTU_OPT//[![:print:]]/?}': want 68..65535 (a veth's range)" ;;
-		--allow-foreign-out) RS_ALLOW_FOREIGN=1 ;;
-		--ktap) KTAP=1 ;;
-		--) shift; units+=("$@"); break ;;
-		-*) die $EXIT_USAGE "unknown option '$1' (see ./run.sh --help)" ;;
-		*) units+=("$1") ;;
-		esac
-		shift
-	done
-	# --ktap: KTAP alone on stdout; what the build, the units and the reports print goes to stderr
-	[ -z "$KTAP" ] || [ -n "$list" ] || exec {KTAP_FD}>&1 1>&2
-	load_units
-	if [ -n "$help" ]; then	# ./run.sh UNIT... --help: each unit's line and knobs
-		[ -z "$list$quick$all$KERNEL$accel_set$OUT_SET$MTU_OPT$KTAP" ] && [ ${#sets[@]} -eq 0 ] ||
-			die $EXIT_USAGE "--help with a unit takes no other option"
-		for u in "${units[@]}"; do
-			[[ $u =~ ^[a-z0-9][a-z0-9-]*$ ]] && [ -n "${U_SET[$u]:-}" ] ||
-				die $EXIT_USAGE "unknown experiment '${u//[![:print:]]/?}' (./run.sh --list shows them)"
-		done
-		for u in "${units[@]}"; do unit_help "$u"; done
-		exit 0
-	fi
-	if [ -n "$list" ]; then
-		[ -z "$quick$all$KERNEL$accel_set$OUT_SET$MTU_OPT$KTAP" ] && [ ${#units[@]} -eq 0 ] && [ ${#sets[@]} -eq 0 ] ||
-			die $EXIT_USAGE "--list takes no other argument"
-		list_units
-		exit 0
-	fi
-	case $ACCEL in tcg | kvm) ;; *) die $EXIT_USAGE "--accel '$ACCEL': want tcg or kvm" ;; esac
-	[ -z "$accel_set" ] || [ -n "$KERNEL" ] || die $EXIT_USAGE "--accel '$ACCEL' needs --kernel"
-	[ -z "$KERNEL" ] || [ "$KERNEL" = all ] || [[ $KERNEL =~ ^[0-9]+\.[0-9]+$ ]] ||
-		die $EXIT_USAGE "--kernel '$KERNEL': want a version like 5.10 or 7.2, or all"
-	[ -z "$KERNEL" ] || [ "$KERNEL" = all ] || kernel_series_ok "$KERNEL" ||
-		die $EXIT_USAGE "--kernel '$KERNEL': no such Debian cloud kernel series (4.19, 5.x, 6.x .. with minor <= 20)"
-	[ -z "$OUT_SET" ] || [[ $OUT != *$'\n'* ]] || die $EXIT_USAGE "--out: a directory name with a newline"
-	for u in "${units[@]}"; do
-		[[ $u =~ ^[a-z0-9][a-z0-9-]*$ ]] && [ -n "${U_SET[$u]:-}" ] ||
-			die $EXIT_USAGE "unknown experiment '${u//[![:print:]]/?}' (./run.sh --list shows them)"
-		case $seen in *" $u "*) die $EXIT_USAGE "unit '$u' named twice" ;; esac
-		seen="$seen$u "
-		[ -z "$KERNEL" ] || [ "$KERNEL" = all ] || [ "${U_QEMU[$u]}" = yes ] ||
-			die $EXIT_USAGE "$u cannot run under --kernel ($(qemu_no "$u"))"
-	done
-	if [ ${#units[@]} -gt 0 ] && [ -n "$all" ]; then
-		die $EXIT_USAGE "--all selects the units: name none with it"
-	fi
-	# knobs: checked before anything starts; the values of every unit of the run, its own
-	# defaults (with no --set: what the unit always did); --set only with units named
-	[ ${#sets[@]} -eq 0 ] || [ ${#units[@]} -gt 0 ] || die $EXIT_USAGE "--set needs the units named (./run.sh UNIT --set NAME=VALUE)"
-	[ ${#sets[@]} -eq 0 ] || [ "$KERNEL" != all ] || die $EXIT_USAGE "--set with --kernel all: not supported (use --set with one --kernel VER)"
 	unset "${!TL_KNOB_@}" "${!TL_UNIT_KNOBS_@}"	# a unit sees only the knobs run.sh gives it
-	KNOB_UNITS=("${units[@]}")
-	[ ${#units[@]} -gt 0 ] || KNOB_UNITS=("${UNIT_NAMES[@]}")
-	if [ -z "$KERNEL" ] || [ "$KERNEL" = all ]; then resolve_knobs "${sets[@]}"; else resolve_knobs --export "${sets[@]}"; fi
-	local named="" named_units=("${units[@]}")
-	[ ${#units[@]} -eq 0 ] || named=1
-	[ -z "$KTAP" ] || [ "$KERNEL" != all ] ||
-		die $EXIT_USAGE "--ktap with --kernel all: KTAP is one stream per kernel (use --ktap with one --kernel VER)"
 	FAILED=() DONE_UNITS=() SKIPPED=() SKIPPED_RAW=() REPLACED=() NO_OUTPUTS=()
-	if [ ${#units[@]} -eq 0 ]; then
-		select_units "$all" "$quick"
-		units=("${SELECTED[@]}")
-		[ ${#units[@]} -gt 0 ] || die $EXIT_USAGE "no unit to run"
-	else
-		PLAN=("${units[@]}")
-	fi
-	if [ -n "$MTU_OPT" ]; then
-		local wired=""
-		for u in "${units[@]}"; do [ -z "${U_MTU[$u]:-}" ] || wired=1; done
-		[ -n "$wired" ] || die $EXIT_USAGE "--mtu $MTU_OPT: none of these units runs on the wire (netns wire in experiments/units)"
-		# before any unit starts: a unit named is refused, one chosen by a set is skipped
-		local fit=() small
-		for u in "${units[@]}"; do
-			if ! small=$(mtu_too_small "$u" "$MTU_OPT"); then
-				fit+=("$u")
-			elif [ -n "$named" ]; then
-				die $EXIT_USAGE "$small"
-			else
-				SKIPPED+=("$u")
-				WHY[$u]="skipped: ${small#"$u: "}"
-				log "$u: skipped: ${small#"$u: "}"
-			fi
-		done
-		[ ${#fit[@]} -gt 0 ] || die $EXIT_SKIP "--mtu $MTU_OPT: every unit selected needs a larger MTU"
-		units=("${fit[@]}")
-	fi
-	if [ "$KERNEL" = all ]; then	# the driver runs one run.sh per kernel (experiments/guest/tcplab_all.py)
-		local guest_units=()
-		for u in "${named_units[@]}"; do [ "${U_QEMU[$u]}" = no ] || guest_units+=("$u"); done
-		[ -z "$named" ] || [ ${#guest_units[@]} -gt 0 ] ||
-			die $EXIT_USAGE "--kernel all: none of ${named_units[*]} runs in a guest (qemu=no in experiments/units): run it without --kernel"
-		for u in "${named_units[@]}"; do
-			[ "${U_QEMU[$u]}" = yes ] || log "$u: on the host only ($(qemu_no "$u"))"
-		done
+	# The plan, decided before anything starts: the options, the unit table (read once), the
+	# units a set selects, the knobs, --mtu, root, --kernel, and every refusal, in one program
+	# (experiments/runner/tcplab_plan.py, docs/design.md "The runner"), whose bash this evals.
+	# SIGINT ignored in it (Python then keeps it ignored): a Ctrl-C to the group lets it finish
+	# its few milliseconds, and run.sh's own trap ends the run, instead of a KeyboardInterrupt
+	# traceback from wherever Python was (CI's interrupt storm: SIGINT 1.09 s into a run, during
+	# `import re`; a handler set in the script still left its first line open to it); -S: no
+	# site module, the standard library is all it needs
+	code=$(trap '' INT; exec "$PY" -S "$TOP/experiments/runner/tcplab_plan.py" --as "$PROG" "$EXP" "$@") || status=$?
+	[ "$status" -eq 0 ] || die $EXIT_FAIL "cannot make the run's plan: tcplab_plan.py failed (status $status)"
+	eval "$code"
+	case $PLAN_ACTION in
+	usage | text) printf '%s' "$PLAN_TEXT"; exit 0 ;;
+	version) echo "tcplab $TCPLAB_VERSION"; exit 0 ;;
+	esac
+	# --ktap: KTAP alone on stdout; what the build, the units and the reports print goes to stderr
+	[ -z "$KTAP" ] || [ -n "$LIST" ] || exec {KTAP_FD}>&1 1>&2
+	[ "$PLAN_ACTION" != die ] || die "$PLAN_STATUS" "$PLAN_MSG"
+	if [ "$PLAN_ACTION" = all ]; then	# one run.sh per kernel (experiments/guest/tcplab_all.py)
 		# built first: the driver's vm.sh --resolve needs the programs, and five children
 		# building one fresh clone at once would race
 		ensure_built
-		exec "$PY" "$TOP/experiments/guest/tcplab_all.py" --run-sh "$TOP/run.sh" ${quick:+--quick} ${all:+--all} \
-			${accel_set:+--accel "$ACCEL"} ${MTU_OPT:+--mtu "$MTU_OPT"} ${OUT_SET:+--out "$OUT"} \
-			${RS_ALLOW_FOREIGN:+--allow-foreign-out} --host-units "${named_units[*]}" --guest-units "${guest_units[*]}"
+		exec "$PY" "$TOP/experiments/guest/tcplab_all.py" --run-sh "$TOP/run.sh" ${QUICK:+--quick} ${ALL:+--all} \
+			${ACCEL_SET:+--accel "$ACCEL"} ${MTU_OPT:+--mtu "$MTU_OPT"} ${OUT_SET:+--out "$OUT"} \
+			${RS_ALLOW_FOREIGN:+--allow-foreign-out} --host-units "${NAMED_UNITS[*]}" --guest-units "${GUEST_UNITS[*]}"
 	fi
-	[ -n "$quick" ] && export TL_QUICK=1
+	units=("${RUN_UNITS[@]}")
+	[ -n "$QUICK" ] && export TL_QUICK=1
 	NS_MODE=netns
 	if [ "$(id -u)" -ne 0 ] && [ -z "$KERNEL" ]; then
 		# not root: this same run again, as root of a user namespace of its own (userns_run)
 		userns_run "${args[@]}"
 	fi
 	if [ -n "${TCPLAB_USERNS:-}" ] && [ -z "$KERNEL" ]; then
-		# a unit that needs real root (root=yes): skipped when a set chose it, refused when named
-		local can=()
-		for u in "${units[@]}"; do
-			if [ "${U_ROOT[$u]}" = no ]; then
-				can+=("$u")
-			elif [ -n "$named" ]; then
-				die $EXIT_SKIP "$u needs root ($(root_yes "$u"))"
-			else	# chosen by a set: the others still run, this one is said skipped
-				SKIPPED+=("$u")
-				WHY[$u]="skipped: needs root ($(root_yes "$u"))"
-				log "$u: skipped: not root, and it needs root ($(root_yes "$u"))"
-			fi
-		done
-		[ ${#can[@]} -gt 0 ] || die $EXIT_SKIP "every unit selected needs root"
-		units=("${can[@]}")
+		# the plan left out (or refused) the units that need real root (root=yes)
 		RS_ALLOW_FOREIGN=1	# the user's own rights decide where it writes, not root's
 		log "not root: running as root of an unprivileged user namespace (unshare -Urnmp)"
 	fi

@@ -1,0 +1,506 @@
+#!/usr/bin/python3
+"""tcplab_plan — what a run.sh command line asks for, decided once, before anything starts.
+
+The runner's first part in one program (docs/design.md, "The runner"): the options, --help,
+--list, the unit table (read once, by tcplab_units), the units a set selects, the knobs, --mtu
+and root against each unit, --kernel and --kernel all, and every refusal of all these, in the
+order run.sh has always made them.  run.sh's main evals what this prints and then runs the plan:
+the namespaces, the units, the guests, the reports.
+
+    tcplab_plan.py [--as PROG] EXPDIR ARG...
+        PROG: run.sh's PROG (run.sh, or tcplab installed), for the lines that name the command.
+        ARG...: run.sh's own arguments (after the diff/matrix/kcidb/sandbox subcommands, which
+        run.sh hands on by itself).  Prints bash code, every value shlex-quoted, that sets:
+          PLAN_ACTION   usage | version | text | die | all | run
+          PLAN_TEXT     what `text` prints on stdout (--list, UNIT --help); usage's text too
+          PLAN_STATUS, PLAN_MSG   `die`: run.sh's exit status and its one line (die says it,
+                        under --ktap too, with PLAN already set for a skip's test points)
+          KERNEL ACCEL ACCEL_SET OUT OUT_SET MTU_OPT KTAP LIST QUICK ALL, and RS_ALLOW_FOREIGN
+                        when --allow-foreign-out was given
+          U_REPORT U_ALONE U_LIMIT U_NETNS U_MTU U_KNOBS   the table's columns the running
+                        of the units reads (by unit); K_VALUE, K_GIVEN (the knobs, by UNIT:NAME;
+                        under --kernel VER each unit's TL_UNIT_KNOBS_<UNIT>, exported)
+          PLAN          the units the KTAP test points are for, in order
+          RUN_UNITS     the units to run: PLAN less the ones skipped before the run
+          NAMED, NAMED_UNITS, GUEST_UNITS   names given; for --kernel all, the ones a guest runs
+          SKIPPED, WHY  the units skipped before the run ("skipped: REASON")
+        The progress lines a decision makes (a unit skipped, or on the host only) go to stderr
+        as run.sh's log prints them.  Exit 0; anything else is a bug here (run.sh stops).
+
+Standard library only; run by Debian's /usr/bin/python3 -S.
+"""
+
+import os
+import re
+import shlex
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import tcplab_units as tu  # noqa: E402
+
+EXIT_FAIL, EXIT_USAGE, EXIT_SKIP = 1, 2, 4
+# How the user calls it, in the lines that name the command: ./run.sh in a clone, tcplab
+# installed (run.sh's PROG, which make install sets; --as)
+CMD = "./run.sh"
+_UNIT = re.compile(r"[a-z0-9][a-z0-9-]*")
+
+USAGE = """\
+usage: ./run.sh [--quick] [--all] [--kernel VERSION|all] [--accel tcg|kvm] [--out DIR]
+                [--mtu N] [--allow-foreign-out] [--ktap] [--set KNOB=VALUE]... [NAME...]
+       ./run.sh NAME... --help
+       ./run.sh diff DIR_A DIR_B
+       ./run.sh matrix [--out DIR] DIR DIR [DIR...]
+       ./run.sh kcidb --origin ORIGIN --build-id ORIGIN:ID [--run-id ID] [KTAP]
+       ./run.sh sandbox [--out DIR] [--shell client|server]
+       ./run.sh --list | --help | --version
+
+Builds what is missing (installing missing Debian packages when root), runs each experiment
+unit in its own fresh network namespace, and writes outputs/<kernel release>/: for every
+report a .txt for people and a .json for tools, and raw/<unit>/ with what the programs printed.
+Installed (make install, as tcplab), it builds nothing and writes outputs/ of the current directory.
+
+  (no NAME)        the connect() investigation: the units of set "default" in experiments/units
+  --quick          leave out the units marked quick=skip (p01-synretry-default: over 2 minutes)
+  --all            the default units and the labs (set "labs")
+  NAME...          only these units, each once (see --list)
+  --kernel VER     run inside a Debian kernel VER (e.g. 5.10, 6.1, 6.12, 7.2) booted under QEMU,
+                   fetched with tcplab's own apt configuration (docs/kernel-matrix.md, "Kernels");
+                   VER is a Debian cloud kernel series: 4.19, 4.20, or 5.0 .. 9.20 (no Linux
+                   major has had more than 21 minors); anything else is refused before apt is
+                   touched
+  --kernel all     the host's run and a guest each of 5.10, 6.1, 6.12 and 7.2, side by side (as
+                   many guests at once as a measured memory budget and the CPUs allow, the rest
+                   queued); each writes its own outputs/<release>/ (--out DIR: DIR/<release>/),
+                   its lines prefixed [host] or [VER]; qemu=no units run on the host only; the
+                   guests' vm.txt says side_by_side=N; exit 0, or the worst run's status
+                   (docs/kernel-matrix.md, "All kernels at once")
+  --accel A        with --kernel: tcg (default, measured faster here) or kvm
+  --out DIR        write to DIR instead of outputs/<kernel release>; one run at a time per DIR
+  --mtu N          the MTU of the wire units' veth pair (68..65535) instead of experiments/units';
+                   below a unit's "mtu min" there, it is refused when named, skipped when a set
+                   chose it (docs/wire.md, "Small MTUs")
+  --allow-foreign-out  as root, write to a DIR another user owns (refused by default)
+  --set KNOB=VALUE a knob of the units named (experiments/units, "# knob:" lines): a parameter
+                   the unit declares with its default, range and meaning; once per knob, checked
+                   before anything starts (bad name or value: exit 2); the outputs record the
+                   knobs given ("knobs" in the .json, a "knobs:" line in the .txt); an older
+                   variable such as TL_P03_REQUESTS still sets its knob; not with --kernel all
+  NAME... --help   each unit's line of the table and its knobs: default, range, meaning
+  --ktap           print KTAP (kselftest's result format) on stdout: one test point per unit, ok,
+                   not ok or "# SKIP reason", progress as "# " lines; all else goes to stderr
+  diff A B         compare two output directories through their .json files (exit 1 if they differ)
+  matrix DIR...    one row per fact, one column per kernel: DIR/matrix.txt, .json, .svg
+                   (--out DIR, default outputs/; docs/kernel-matrix.md "The matrix view")
+  kcidb ...        the KTAP of a --ktap run (the file KTAP, or stdin) as JSON for KernelCI's
+                   database (KCIDB, kcidb-io schema v5.3) on stdout, one test per test point:
+                   --origin the submitter's KCIDB origin, --build-id the kernel build tested,
+                   --run-id this run (default: from the KTAP's SHA-256); exit 1 bad KTAP
+                   (docs/kernel-matrix.md, "KCIDB")
+  sandbox ...      free exploration: a shell on each side of the wire, the probes recording,
+                   the same outputs when you leave (docs/sandbox.md)
+  --list           print the unit table (experiments/units): sets, durations, limits, needs,
+                   and each unit's knobs (NAME=DEFAULT)
+  --version        print tcplab's version (each unit's .json records it as tcplab_version)
+
+Units marked alone=yes (they measure a speed) run by themselves, after the others. A unit whose
+netns is "wire" runs in a client namespace joined to a server namespace by a veth pair
+(192.0.2.1 and .2, docs/wire.md). A unit that cannot run on this kernel (e.g. no sch_netem) is
+reported "skipped", with its reason, and does not fail the run. A unit still
+running at its limit_s is stopped and reported "timed out"; a failed or timed-out unit keeps its
+partial raw/<unit>/ with a status.txt saying why, and its .txt/.json say "failed: <reason>"
+(docs/output-format.md); the last line names the failed units.
+Not root: the run goes on as root of an unprivileged user namespace of its own (unshare -Urnmp,
+a private /run/netns), where the wire units have their namespaces and veth pair too; the outputs
+are the user's, and nothing outlives the run, even a SIGKILL.  A unit that needs real root
+(root=yes, with its reason) is skipped when a set chose it, refused when named.
+Exit status: 0 all units ran and reported, 1 a unit failed, 2 bad usage, 4 skipped (neither
+root nor unprivileged user namespaces; with --ktap also: every unit skipped, as kselftest's KSFT_SKIP).
+"""
+
+
+def usage_text():
+    """The usage, naming the command as the user calls it (make install's old sed, moved here:
+    ./run.sh becomes tcplab, the continued line aligned under the first)."""
+    text = USAGE.replace("./run.sh", CMD)
+    pad = " " * len(f"usage: {CMD} ")
+    return text.replace("\n" + " " * len("usage: ./run.sh ") + "[", "\n" + pad + "[", 1)
+
+
+class Stop(Exception):
+    """The plan ends here: PLAN_ACTION die with a status and run.sh's one line."""
+
+    def __init__(self, status, msg):
+        super().__init__(msg)
+        self.status, self.msg = status, msg
+
+
+def log(msg):
+    """run.sh's log before --ktap's header: "HH:MM:SS [run] MSG" on stderr."""
+    tu._write(sys.stderr, f"{time.strftime('%H:%M:%S')} [run] {msg}\n")
+
+
+def kernel_series_ok(v):
+    """Whether V names a Debian cloud kernel series that can exist: Debian's cloud-amd64 flavour
+    starts with 4.19 (buster), no Linux major has had more than 21 minors (4.0 .. 4.20), and a
+    major above 9 is decades away.  Checked before apt is touched (vm.sh runs apt-get update)."""
+    m = re.fullmatch(r"([1-9])\.(0|[1-9][0-9]?)", v)
+    if not m:
+        return False
+    major, minor = int(m.group(1)), int(m.group(2))
+    return minor <= 20 and (major >= 5 or (major == 4 and minor >= 19))
+
+
+class Options:
+    """run.sh's options as its argument loop read them."""
+
+    def __init__(self):
+        self.kernel, self.accel, self.accel_set = "", "tcg", False
+        self.out, self.out_set, self.mtu, self.foreign, self.ktap = "", False, "", False, False
+        self.list = self.quick = self.all = self.help = False
+        self.units, self.sets = [], []
+
+
+def parse(argv):
+    """The argument loop: Options, or Stop; ("usage",) or ("version",) for what ends it at once."""
+    o = Options()
+    i = 0
+    while i < len(argv):
+        a = argv[i]
+        more = len(argv) - i - 1    # arguments after this one
+        if a in ("-h", "--help"):
+            # --help alone is the usage; with a unit named before or right after it, its knobs
+            if not o.units and (more < 1 or argv[i + 1].startswith("-")):
+                return "usage"
+            o.help = True
+        elif a == "--set":
+            if more < 1:
+                raise Stop(EXIT_USAGE, f"--set needs NAME=VALUE ({CMD} UNIT --help lists its "
+                                       "knobs)")
+            o.sets.append(argv[i + 1])
+            i += 1
+        elif a == "--version":
+            return "version"
+        elif a == "--list":
+            o.list = True
+        elif a == "--quick":
+            o.quick = True
+        elif a == "--all":
+            o.all = True
+        elif a == "--kernel":
+            if more < 1:
+                raise Stop(EXIT_USAGE, "--kernel needs a version (e.g. 6.1)")
+            o.kernel = argv[i + 1]
+            i += 1
+            if not o.kernel:
+                raise Stop(EXIT_USAGE, "--kernel '': want a version like 5.10 or 7.2")
+        elif a == "--accel":
+            if more < 1:
+                raise Stop(EXIT_USAGE, "--accel needs tcg or kvm")
+            o.accel, o.accel_set = argv[i + 1], True
+            i += 1
+        elif a == "--out":
+            if more < 1:
+                raise Stop(EXIT_USAGE, "--out needs a directory")
+            o.out, o.out_set = argv[i + 1], True
+            i += 1
+            if not o.out:
+                raise Stop(EXIT_USAGE, "--out '': want a directory")
+        elif a == "--mtu":
+            if more < 1:
+                raise Stop(EXIT_USAGE, "--mtu needs a number (68..65535)")
+            o.mtu = argv[i + 1]
+            i += 1
+            if not tu.wire_mtu_ok(o.mtu):
+                raise Stop(EXIT_USAGE, f"--mtu '{tu._printable(o.mtu)}': want 68..65535 (a "
+                                       "veth's range)")
+        elif a == "--allow-foreign-out":
+            o.foreign = True
+        elif a == "--ktap":
+            o.ktap = True
+        elif a == "--":
+            o.units += argv[i + 1:]
+            break
+        elif a.startswith("-"):
+            raise Stop(EXIT_USAGE, f"unknown option '{a}' (see {CMD} --help)")
+        else:
+            o.units.append(a)
+        i += 1
+    return o
+
+
+def qemu_no(t, u):
+    why = t.qemu_why.get(u)
+    return "qemu=no in experiments/units" + (f": {why}" if why else "")
+
+
+def root_yes(t, u):
+    why = t.root_why.get(u)
+    return "root=yes in experiments/units" + (f": {why}" if why else "")
+
+
+def unknown(u):
+    return Stop(EXIT_USAGE, f"unknown experiment '{tu._printable(u)}' ({CMD} --list shows "
+                            "them)")
+
+
+def known(t, u):
+    return bool(_UNIT.fullmatch(u)) and u in t.cols["set"]
+
+
+def unit_help(t, u):
+    """One unit's line of the table and its knobs, for ./run.sh UNIT --help."""
+    c = t.cols
+    out = (f"{u}: report {c['report'][u]}, set {c['set'][u]}, about {c['expect_s'][u]} s "
+           f"(limit {c['limit_s'][u]} s), root {c['root'][u]}, netns {c['netns'][u]}, "
+           f"qemu {c['qemu'][u]}\n")
+    if not t.knobs.get(u):
+        return out + "  no knobs\n"
+    out += "  knobs (--set NAME=VALUE):\n"
+    for k in t.knobs[u]:
+        key = f"{u}:{k}"
+        env = f" (also env {t.k_env[key]})" if t.k_env[key] else ""
+        out += "    %-12s default %-6s range %-16s %s%s\n" % (
+            k, t.k_default[key], t.k_range[key], t.k_what[key], env)
+    return out
+
+
+def list_units(t):
+    """--list: the table, one aligned line per unit under a header, its knobs after it."""
+    f = "%-22s %-22s %-8s %-6s %-5s %8s %8s  %-4s %5s  %s"
+    out = f % ("unit", "report", "set", "quick", "alone", "expect_s", "limit_s", "root",
+               "netns", "qemu") + "\n"
+    for u in t.names:
+        out += f % tuple(t.cols[c][u] if c != "unit" else u for c in tu.COLUMNS)
+        knobs = ",".join(f"{k}={t.k_default[f'{u}:{k}']}" for k in t.knobs.get(u, ()))
+        out += (f"  knobs: {knobs}" if knobs else "") + "\n"
+    return out
+
+
+class Plan:
+    def __init__(self):
+        self.action, self.text, self.status, self.msg = "run", "", 0, ""
+        self.plan, self.run, self.named_units, self.guest_units = [], [], [], []
+        self.skipped, self.why = [], {}
+        self.table_code, self.knob_code = "", ""
+
+    def skip(self, u, why, said):
+        """U skipped before the run: WHY for its outputs and KTAP, SAID as its progress line."""
+        self.skipped.append(u)
+        self.why[u] = f"skipped: {why}"
+        log(f"{u}: {said}")
+
+
+def decide(o, t, p, environ):
+    """Every check after the table is read, in run.sh's order, filling P; Stop to refuse."""
+    if o.help:      # ./run.sh UNIT... --help: each unit's line and knobs
+        if (o.list or o.quick or o.all or o.kernel or o.accel_set or o.out_set or o.mtu
+                or o.ktap or o.sets):
+            raise Stop(EXIT_USAGE, "--help with a unit takes no other option")
+        for u in o.units:
+            if not known(t, u):
+                raise unknown(u)
+        p.action, p.text = "text", "".join(unit_help(t, u) for u in o.units)
+        return
+    if o.list:
+        if (o.quick or o.all or o.kernel or o.accel_set or o.out_set or o.mtu or o.ktap
+                or o.units or o.sets):
+            raise Stop(EXIT_USAGE, "--list takes no other argument")
+        p.action, p.text = "text", list_units(t)
+        return
+    if o.accel not in ("tcg", "kvm"):
+        raise Stop(EXIT_USAGE, f"--accel '{o.accel}': want tcg or kvm")
+    if o.accel_set and not o.kernel:
+        raise Stop(EXIT_USAGE, f"--accel '{o.accel}' needs --kernel")
+    vm = o.kernel and o.kernel != "all"     # one guest kernel
+    if vm and not re.fullmatch(r"[0-9]+\.[0-9]+", o.kernel):
+        raise Stop(EXIT_USAGE, f"--kernel '{o.kernel}': want a version like 5.10 or 7.2, or all")
+    if vm and not kernel_series_ok(o.kernel):
+        raise Stop(EXIT_USAGE, f"--kernel '{o.kernel}': no such Debian cloud kernel series "
+                               "(4.19, 5.x, 6.x .. with minor <= 20)")
+    if o.out_set and "\n" in o.out:
+        raise Stop(EXIT_USAGE, "--out: a directory name with a newline")
+    seen = set()
+    for u in o.units:
+        if not known(t, u):
+            raise unknown(u)
+        if u in seen:
+            raise Stop(EXIT_USAGE, f"unit '{u}' named twice")
+        seen.add(u)
+        if vm and t.cols["qemu"][u] != "yes":
+            raise Stop(EXIT_USAGE, f"{u} cannot run under --kernel ({qemu_no(t, u)})")
+    if o.units and o.all:
+        raise Stop(EXIT_USAGE, "--all selects the units: name none with it")
+    # knobs: checked before anything starts; the values of every unit of the run, its own
+    # defaults (with no --set: what the unit always did); --set only with units named
+    if o.sets and not o.units:
+        raise Stop(EXIT_USAGE, f"--set needs the units named ({CMD} UNIT --set NAME=VALUE)")
+    if o.sets and o.kernel == "all":
+        raise Stop(EXIT_USAGE, "--set with --kernel all: not supported (use --set with one "
+                               "--kernel VER)")
+    knob_units = o.units or t.names
+    try:
+        value, given = tu.resolve_knobs(t, knob_units, o.sets, environ)
+    except tu.KnobError as e:
+        raise Stop(EXIT_USAGE, str(e)) from None
+    p.knob_code = tu.knobs_shell(t, knob_units, value, given, bool(vm))
+    named = bool(o.units)
+    p.named_units = list(o.units)
+    if o.ktap and o.kernel == "all":
+        raise Stop(EXIT_USAGE, "--ktap with --kernel all: KTAP is one stream per kernel (use "
+                               "--ktap with one --kernel VER)")
+    if not named:
+        units = select(o, t, p, vm)
+        if not units:
+            raise Stop(EXIT_USAGE, "no unit to run")
+    else:
+        units = list(o.units)
+        p.plan = list(units)
+    if o.mtu:
+        units = mtu_fit(o, t, p, units, named)
+    if o.kernel == "all":   # the driver runs one run.sh per kernel (experiments/guest)
+        p.guest_units = [u for u in p.named_units if t.cols["qemu"][u] != "no"]
+        if named and not p.guest_units:
+            raise Stop(EXIT_USAGE, f"--kernel all: none of {' '.join(p.named_units)} runs in a "
+                                   "guest (qemu=no in experiments/units): run it without "
+                                   "--kernel")
+        for u in p.named_units:
+            if t.cols["qemu"][u] != "yes":
+                log(f"{u}: on the host only ({qemu_no(t, u)})")
+        p.action = "all"
+    elif environ.get("TCPLAB_USERNS") and not o.kernel:
+        # root of a user namespace (run.sh's userns_run): a unit that needs real root (root=yes)
+        # is skipped when a set chose it, refused when named
+        can = []
+        for u in units:
+            if t.cols["root"][u] == "no":
+                can.append(u)
+            elif named:
+                raise Stop(EXIT_SKIP, f"{u} needs root ({root_yes(t, u)})")
+            else:
+                p.skip(u, f"needs root ({root_yes(t, u)})",
+                       f"skipped: not root, and it needs root ({root_yes(t, u)})")
+        if not can:
+            raise Stop(EXIT_SKIP, "every unit selected needs root")
+        units = can
+    p.run = units
+
+
+def select(o, t, p, vm):
+    """The units of a run with no names: the default set, plus the labs with --all, minus the
+    quick=skip ones with --quick; under --kernel VER the qemu=no ones are skipped (said once)."""
+    out = []
+    for u in t.names:
+        s = t.cols["set"][u]
+        if not (s == "default" or (s == "labs" and o.all)):
+            continue
+        if o.quick and t.cols["quick"][u] != "run":
+            continue
+        p.plan.append(u)
+        if vm and t.cols["qemu"][u] == "no":
+            why = f"not run under --kernel ({qemu_no(t, u)})"
+            p.skip(u, why, why)
+            continue
+        out.append(u)
+    return out
+
+
+def mtu_fit(o, t, p, units, named):
+    """--mtu: some unit must run on the wire; a unit whose "mtu min" is above it is refused
+    when named, skipped when a set chose it, before any unit starts."""
+    if not any(u in t.mtu for u in units):
+        raise Stop(EXIT_USAGE, f"--mtu {o.mtu}: none of these units runs on the wire (netns wire "
+                               "in experiments/units)")
+    fit = []
+    for u in units:
+        least = t.mtu_min.get(u)
+        if not least or int(o.mtu) >= int(least):
+            fit.append(u)
+            continue
+        small = f"--mtu {o.mtu} is below {least}, the least MTU it runs at: {t.mtu_why[u]}"
+        if named:
+            raise Stop(EXIT_USAGE, f"{u}: {small}")
+        p.skip(u, small, f"skipped: {small}")
+    if not fit:
+        raise Stop(EXIT_SKIP, f"--mtu {o.mtu}: every unit selected needs a larger MTU")
+    return fit
+
+
+def run_arrays(t):
+    """The table's columns the running of the units reads (run.sh's U_* arrays by unit): the
+    report, alone, limit_s, netns, the wire's MTU, the knobs' names."""
+    out = [tu._bash_assoc(var, t.cols[c]) for var, c in (
+        ("U_REPORT", "report"), ("U_ALONE", "alone"), ("U_LIMIT", "limit_s"),
+        ("U_NETNS", "netns"))]
+    out += [tu._bash_assoc("U_MTU", t.mtu),
+            tu._bash_assoc("U_KNOBS", {u: " ".join(ks) for u, ks in t.knobs.items()})]
+    return "\n".join(out) + "\n"
+
+
+def q(v):
+    return shlex.quote(v)
+
+
+def arr(var, values):
+    return f"{var}=(" + " ".join(q(v) for v in values) + ")"
+
+
+def shell(o, p):
+    """The bash code run.sh evals."""
+    out = [p.table_code, p.knob_code]
+    if o is not None:
+        out += [f"KERNEL={q(o.kernel)} ACCEL={q(o.accel)} ACCEL_SET={'1' if o.accel_set else ''}",
+                f"OUT={q(o.out)} OUT_SET={'1' if o.out_set else ''} MTU_OPT={q(o.mtu)}",
+                f"KTAP={'1' if o.ktap else ''} LIST={'1' if o.list else ''}",
+                f"QUICK={'1' if o.quick else ''} ALL={'1' if o.all else ''}",
+                arr("NAMED_UNITS", p.named_units), f"NAMED={'1' if o.units else ''}"]
+        if o.foreign:
+            out.append("RS_ALLOW_FOREIGN=1")
+    out += [arr("PLAN", p.plan), arr("RUN_UNITS", p.run), arr("GUEST_UNITS", p.guest_units),
+            arr("SKIPPED", p.skipped)]
+    out += [f"WHY[{q(u)}]={q(w)}" for u, w in p.why.items()]
+    out += [f"PLAN_TEXT={q(p.text)}", f"PLAN_STATUS={p.status}", f"PLAN_MSG={q(p.msg)}",
+            f"PLAN_ACTION={p.action}"]
+    return "\n".join(x.rstrip("\n") for x in out if x) + "\n"
+
+
+def plan(exp, argv, environ):
+    """(Options, or None where the argument loop did not finish; Plan)."""
+    p, o = Plan(), None
+    try:
+        parsed = parse(argv)
+        if parsed in ("usage", "version"):
+            p.action, p.text = parsed, usage_text() if parsed == "usage" else ""
+            return None, p
+        o = parsed
+        try:
+            t = tu.load(exp)
+        except tu.TableError as e:
+            raise Stop(EXIT_FAIL, str(e)) from None
+        p.table_code = run_arrays(t)
+        decide(o, t, p, environ)
+    except Stop as s:
+        p.action, p.status, p.msg = "die", s.status, s.msg
+    return o, p
+
+
+def main(argv):
+    global CMD
+    if len(argv) >= 3 and argv[1] == "--as":
+        CMD = "./run.sh" if argv[2] == "run.sh" else argv[2]
+        argv = argv[:1] + argv[3:]
+    if len(argv) < 2:
+        tu._write(sys.stderr, "usage: tcplab_plan.py [--as PROG] EXPDIR [ARG...]\n")
+        return 70
+    o, p = plan(argv[1], argv[2:], os.environ)
+    tu._write(sys.stdout, shell(o, p))
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main(sys.argv))
+    except Exception:   # a bug here: run.sh stops with its own line
+        import traceback
+        traceback.print_exc()
+        sys.exit(70)
