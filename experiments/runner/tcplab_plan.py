@@ -161,8 +161,44 @@ class Options:
         self.units, self.sets = [], []
 
 
+def _set(o, v):
+    o.sets.append(v)
+
+
+def _kernel(o, v):
+    o.kernel = v
+    if not v:
+        raise Stop(EXIT_USAGE, "--kernel '': want a version like 5.10 or 7.2")
+
+
+def _accel(o, v):
+    o.accel, o.accel_set = v, True
+
+
+def _out(o, v):
+    o.out, o.out_set = v, True
+    if not v:
+        raise Stop(EXIT_USAGE, "--out '': want a directory")
+
+
+def _mtu(o, v):
+    o.mtu = v
+    if not tu.wire_mtu_ok(v):
+        raise Stop(EXIT_USAGE, f"--mtu '{tu._printable(v)}': want 68..65535 (a veth's range)")
+
+
+# An option and its value: what its refusal says when the value is missing, and what takes it.
+VALUED = {"--set": ("--set needs NAME=VALUE ({cmd} UNIT --help lists its knobs)", _set),
+          "--kernel": ("--kernel needs a version (e.g. 6.1)", _kernel),
+          "--accel": ("--accel needs tcg or kvm", _accel),
+          "--out": ("--out needs a directory", _out),
+          "--mtu": ("--mtu needs a number (68..65535)", _mtu)}
+FLAGS = {"--list": "list", "--quick": "quick", "--all": "all", "--allow-foreign-out": "foreign",
+         "--ktap": "ktap"}
+
+
 def parse(argv):
-    """The argument loop: Options, or Stop; ("usage",) or ("version",) for what ends it at once."""
+    """The argument loop: Options, or Stop; "usage" or "version" for what ends it at once."""
     o = Options()
     i = 0
     while i < len(argv):
@@ -173,51 +209,16 @@ def parse(argv):
             if not o.units and (more < 1 or argv[i + 1].startswith("-")):
                 return "usage"
             o.help = True
-        elif a == "--set":
-            if more < 1:
-                raise Stop(EXIT_USAGE, f"--set needs NAME=VALUE ({CMD} UNIT --help lists its "
-                                       "knobs)")
-            o.sets.append(argv[i + 1])
-            i += 1
         elif a == "--version":
             return "version"
-        elif a == "--list":
-            o.list = True
-        elif a == "--quick":
-            o.quick = True
-        elif a == "--all":
-            o.all = True
-        elif a == "--kernel":
+        elif a in VALUED:
+            missing, take = VALUED[a]
             if more < 1:
-                raise Stop(EXIT_USAGE, "--kernel needs a version (e.g. 6.1)")
-            o.kernel = argv[i + 1]
+                raise Stop(EXIT_USAGE, missing.format(cmd=CMD))
+            take(o, argv[i + 1])
             i += 1
-            if not o.kernel:
-                raise Stop(EXIT_USAGE, "--kernel '': want a version like 5.10 or 7.2")
-        elif a == "--accel":
-            if more < 1:
-                raise Stop(EXIT_USAGE, "--accel needs tcg or kvm")
-            o.accel, o.accel_set = argv[i + 1], True
-            i += 1
-        elif a == "--out":
-            if more < 1:
-                raise Stop(EXIT_USAGE, "--out needs a directory")
-            o.out, o.out_set = argv[i + 1], True
-            i += 1
-            if not o.out:
-                raise Stop(EXIT_USAGE, "--out '': want a directory")
-        elif a == "--mtu":
-            if more < 1:
-                raise Stop(EXIT_USAGE, "--mtu needs a number (68..65535)")
-            o.mtu = argv[i + 1]
-            i += 1
-            if not tu.wire_mtu_ok(o.mtu):
-                raise Stop(EXIT_USAGE, f"--mtu '{tu._printable(o.mtu)}': want 68..65535 (a "
-                                       "veth's range)")
-        elif a == "--allow-foreign-out":
-            o.foreign = True
-        elif a == "--ktap":
-            o.ktap = True
+        elif a in FLAGS:
+            setattr(o, FLAGS[a], True)
         elif a == "--":
             o.units += argv[i + 1:]
             break
