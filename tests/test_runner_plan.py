@@ -1,0 +1,131 @@
+"""experiments/runner/tcplab_plan.py, run.sh's plan (docs/design.md "Layout", docs/maintainers.md
+"The runner, step by step"): the bash it prints is inert data for run.sh's eval whatever the
+user typed, and what each kind of command line plans.  No root, no run: the plan alone,
+evaluated by bash as run.sh's main does, on the real unit table."""
+import os
+import subprocess
+
+import pytest
+
+from conftest import TOP
+
+PLAN_PY = os.path.join(TOP, "experiments", "runner", "tcplab_plan.py")
+EXP = os.path.join(TOP, "experiments")
+
+# After the eval: the plan's scalars and arrays, one NAME=VALUE per NUL-separated field
+DUMP = r"""
+for v in PLAN_ACTION PLAN_STATUS PLAN_MSG KERNEL ACCEL OUT OUT_SET MTU_OPT KTAP QUICK ALL NAMED \
+		RS_ALLOW_FOREIGN; do
+	printf '%s=%s\0' "$v" "${!v-}"
+done
+for a in PLAN RUN_UNITS SKIPPED NAMED_UNITS GUEST_UNITS; do
+	declare -n arr=$a
+	printf '%s=%s\0' "$a" "${arr[*]}"
+	unset -n arr
+done
+for k in "${!WHY[@]}"; do printf 'WHY:%s=%s\0' "$k" "${WHY[$k]}"; done
+for k in "${!K_GIVEN[@]}"; do printf 'K_GIVEN:%s=%s\0' "$k" "${K_VALUE[$k]}"; done
+"""
+
+
+def plan(*args, env=None):
+    """(the plan's variables after bash evaluated it, its stderr)."""
+    e = {k: v for k, v in os.environ.items() if not k.startswith(("TL_", "TCPLAB_USERNS"))}
+    e.update(env or {})
+    r = subprocess.run(["/usr/bin/python3", "-S", PLAN_PY, "--as", "run.sh", EXP, *args],
+                       capture_output=True, env=e, timeout=30)
+    assert r.returncode == 0, r.stderr
+    b = subprocess.run(["bash", "-c", 'set -eu; declare -A WHY=() K_VALUE=() K_GIVEN=(); '
+                        'eval "$(cat)"' + DUMP], input=r.stdout, capture_output=True,
+                       timeout=30)
+    assert b.returncode == 0, b.stderr
+    out = {}
+    for field in b.stdout.split(b"\0")[:-1]:
+        k, _, v = field.decode("utf-8", "surrogateescape").partition("=")
+        out[k] = v
+    return out, r.stderr.decode("utf-8", "surrogateescape")
+
+
+HOSTILE = ["$(touch {c})", "`touch {c}`", "'; touch {c}; '", "a b\nc", "x\"y$HOME", "%s%n",
+           "é\udcff"]
+
+
+@pytest.mark.parametrize("text", HOSTILE)
+def test_the_plan_is_inert_data(tmp_path, text):
+    """Whatever --out, --kernel, --accel or a unit's name holds comes out of run.sh's eval as
+    the text itself, and runs nothing; a bad one is refused in its own words."""
+    canary = tmp_path / "ran"
+    t = text.format(c=canary)
+    p, _ = plan("--out", t, "p01-machine")
+    assert not canary.exists()
+    if "\n" in t:
+        assert (p["PLAN_ACTION"], p["PLAN_STATUS"]) == ("die", "2")
+        assert p["PLAN_MSG"] == "--out: a directory name with a newline"
+    else:
+        assert p["PLAN_ACTION"] == "run" and p["OUT"] == t and p["OUT_SET"] == "1"
+    p, _ = plan("--kernel", t)
+    assert p["PLAN_ACTION"] == "die" and p["KERNEL"] == t and not canary.exists()
+    p, _ = plan("--kernel", "6.1", "--accel", t)
+    assert p["PLAN_MSG"] == f"--accel '{t}': want tcg or kvm" and not canary.exists()
+    p, _ = plan(t)
+    assert p["PLAN_STATUS"] == "2" and p["PLAN_MSG"].startswith("unknown experiment '")
+    assert not canary.exists()
+
+
+def test_quick_plans_the_default_set_less_the_long_ones():
+    p, err = plan("--quick")
+    assert (p["PLAN_ACTION"], p["QUICK"], p["NAMED"]) == ("run", "1", "")
+    assert p["PLAN"] == p["RUN_UNITS"] != ""
+    assert "p01-machine" in p["PLAN"].split() and "p01-synretry-default" not in p["PLAN"]
+    assert err == ""
+
+
+def test_a_guest_skips_the_qemu_no_units_a_set_chose_and_says_so():
+    """--kernel VER --all: a qemu=no unit of the sets is in the plan (its KTAP test point) but
+    not run, with its reason, said once on stderr."""
+    p, err = plan("--kernel", "6.1", "--all")
+    skipped = p["SKIPPED"].split()
+    assert skipped and set(skipped) <= set(p["PLAN"].split())
+    assert not set(skipped) & set(p["RUN_UNITS"].split())
+    for u in skipped:
+        assert p[f"WHY:{u}"].startswith("skipped: not run under --kernel (qemu=no in experiments/units")
+        assert f"[run] {u}: not run under --kernel (qemu=no" in err
+
+
+def test_root_of_a_user_namespace_skips_the_root_units_a_set_chose():
+    """As run.sh's inner run in a user namespace (TCPLAB_USERNS): a root=yes unit chosen by a
+    set is skipped with its reason; named, it refuses the run (exit 4)."""
+    p, err = plan("--all", env={"TCPLAB_USERNS": "1"})
+    skipped = p["SKIPPED"].split()
+    assert skipped and not set(skipped) & set(p["RUN_UNITS"].split())
+    for u in skipped:
+        assert p[f"WHY:{u}"].startswith("skipped: needs root (root=yes in experiments/units")
+        assert f"[run] {u}: skipped: not root, and it needs root" in err
+    p, _ = plan(skipped[0], env={"TCPLAB_USERNS": "1"})
+    assert (p["PLAN_ACTION"], p["PLAN_STATUS"]) == ("die", "4")
+    assert p["PLAN_MSG"].startswith(f"{skipped[0]} needs root (root=yes")
+    assert p["PLAN"] == skipped[0]      # its KTAP test point says skipped
+
+
+def test_kernel_all_plans_the_guests_units():
+    p, err = plan("--kernel", "all", "p01-machine", "p09-curl-nginx")
+    assert p["PLAN_ACTION"] == "all"
+    assert p["NAMED_UNITS"] == p["GUEST_UNITS"] == "p01-machine p09-curl-nginx"
+
+
+def test_knobs_given_and_defaults():
+    p, _ = plan("p01-strace", "--set", "backlog=9")
+    assert p["K_GIVEN:p01-strace:backlog"] == "9" and "K_GIVEN:p01-strace:timeout_ms" not in p
+
+
+def test_the_installed_program_is_named_in_its_lines():
+    """--as tcplab (make install's PROG): the lines that name the command say tcplab, and the
+    usage's continued line stays aligned under its first."""
+    r = subprocess.run(["/usr/bin/python3", "-S", PLAN_PY, "--as", "tcplab", EXP, "--help"],
+                       capture_output=True, text=True, timeout=30)
+    text = r.stdout
+    assert "usage: tcplab [--quick]" in text and "./run.sh" not in text
+    assert "\n              [--mtu N]" in text
+    r = subprocess.run(["/usr/bin/python3", "-S", PLAN_PY, "--as", "tcplab", EXP, "--bogus"],
+                       capture_output=True, text=True, timeout=30)
+    assert "PLAN_MSG='unknown option '\"'\"'--bogus'\"'\"' (see tcplab --help)'" in r.stdout
