@@ -48,6 +48,10 @@
 
 /* Exit status when BPF cannot run here: nothing was seen, the caller goes on without it. */
 #define TCPEV_EXIT_BLIND 4
+/* The ring buffer's poll timeout, and how often the lines go out while records keep coming: a
+ * line reaches the output at most about POLL_MS after its event (poll_loop()). */
+#define POLL_MS 100
+#define FLUSH_MS 50
 
 _Static_assert(sizeof(struct tcpev_rec) == 96, "the record layout is part of the file format");
 
@@ -599,38 +603,70 @@ static int hits_read(uint64_t *sum)
 	return 0;
 }
 
-/* What the programs did, read before the counters start and after they stop: every run, and
- * every hit the kernel skipped a program for and counted (recursion misses; 0 where the kernel
- * does not count them).  It waits 2 ms first or after (after on 1): a tracepoint calls its
- * probes (perf's counter, each program) one after the other with preemption off, in
+/* The programs' runs (runs in tcpevents.bpf.c: one count per CPU), summed, into *sum.  0, or -1
+ * and errno. */
+static int programs_runs(const struct tcpevents_bpf *skel, uint64_t *sum)
+{
+	int ncpu = libbpf_num_possible_cpus(), cpu, err;
+	__u32 zero = 0;
+	__u64 *n;
+
+	*sum = 0;
+	if (ncpu <= 0) {
+		errno = ncpu < 0 ? -ncpu : EINVAL;
+		return -1;
+	}
+	n = calloc((size_t)ncpu, sizeof(*n));
+	if (n == NULL)
+		return -1;
+	err = bpf_map__lookup_elem(skel->maps.runs, &zero, sizeof(zero), n,
+				   (size_t)ncpu * sizeof(*n), 0);
+	for (cpu = 0; err == 0 && cpu < ncpu; cpu++)
+		*sum += n[cpu];
+	free(n);
+	if (err != 0) {
+		errno = -err;
+		return -1;
+	}
+	return 0;
+}
+
+/* What the programs did, read before the counters start and after they stop, into *seen: every
+ * run, and every hit the kernel skipped a program for and counted (recursion misses; 0 where the
+ * kernel does not count them).  It waits 2 ms first or after (after on 1): a tracepoint calls
+ * its probes (perf's counter, each program) one after the other with preemption off, in
  * microseconds, so no hit has one probe before this read and another after the counters' start
- * or stop, and unseen= stays a lower bound. */
-static uint64_t programs_seen(const struct tcpevents_bpf *skel, int after)
+ * or stop, and unseen= stays a lower bound.  0, or -1 and errno (the runs cannot be read). */
+static int programs_seen(const struct tcpevents_bpf *skel, int after, uint64_t *seen)
 {
 	const struct timespec gap = { .tv_nsec = 2000000 };
 	uint64_t missed = 0, runs;
+	int ret;
 
 	if (!after)
 		nanosleep(&gap, NULL);
 	if (recursion_misses(skel->obj, &missed) < 0)
 		missed = 0;
-	runs = __atomic_load_n(&skel->bss->runs, __ATOMIC_RELAXED);
+	ret = programs_runs(skel, &runs);
 	if (after)
 		nanosleep(&gap, NULL);
-	return runs + missed;
+	*seen = runs + missed;
+	return ret;
 }
 
 /* Into last (the END record): the hits of the tracepoints, counted by the kernel's perf
  * counters, that none of the programs ran for and no recursion miss counted, from seen0
  * (programs_seen() before the counters started) to now; a lower bound, 0 at least.  Without
- * counters, or when one cannot be read, last stays without TCPEV_F_UNSEEN. */
+ * counters, or when they or the programs' runs cannot be read, last stays without
+ * TCPEV_F_UNSEEN. */
 static void hits_unseen(const struct tcpevents_bpf *skel, uint64_t seen0, struct tcpev_rec *last)
 {
 	uint64_t hits, seen;
 
-	if (env.nhit_fds == 0 || hits_enable(0) < 0 || hits_read(&hits) < 0)
+	if (env.nhit_fds == 0 || hits_enable(0) < 0 || hits_read(&hits) < 0 ||
+	    programs_seen(skel, 0, &seen) < 0)
 		return;
-	seen = programs_seen(skel, 0) - seen0;
+	seen -= seen0;
 	last->unseen = hits > seen ? hits - seen : 0;
 	last->flags |= TCPEV_F_UNSEEN;
 }
@@ -640,15 +676,25 @@ static int poll_loop(struct tcpevents_bpf *skel, struct ring_buffer *rb, uint64_
 {
 	int64_t end = env.timeout_ms ? tl_now_ns() + env.timeout_ms * 1000000 : 0;
 	struct tcpev_rec last = { .type = TCPEV_END, .reason = TCPEV_NO_REASON };
+	int64_t flushed = tl_now_ns(), now;
 	uint64_t missed;
 	int n = 0;
 
 	while (!env.stop && (end == 0 || tl_now_ns() < end)) {
-		n = ring_buffer__poll(rb, 100);
+		n = ring_buffer__poll(rb, POLL_MS);
 		if (n < 0 && n != -EINTR)
 			break;
+		/* The lines out when the ring is idle (a poll that found nothing: at most POLL_MS after
+		 * the last record), and every FLUSH_MS while records keep coming: not after every
+		 * poll, whose write() per return kept the reader catching up with the ring, and each
+		 * catch-up costs the next record a wake-up (docs/bench.md, "What \"in BPF\"
+		 * measures"). */
+		now = tl_now_ns();
+		if (n <= 0 || now - flushed >= FLUSH_MS * 1000000LL) {
+			fflush(stdout);
+			flushed = now;
+		}
 		n = 0;
-		fflush(stdout);
 	}
 	if (n == 0)
 		n = ring_buffer__consume(rb);
@@ -701,8 +747,7 @@ static int run_live(void)
 	}
 	if (open_record() < 0)
 		goto cleanup;
-	seen0 = programs_seen(skel, 1);
-	if (hits_open() == 0 && hits_enable(1) < 0)
+	if (programs_seen(skel, 1, &seen0) == 0 && hits_open() == 0 && hits_enable(1) < 0)
 		hits_close();
 	print_ready(skel, &v);
 	ret = poll_loop(skel, rb, seen0);

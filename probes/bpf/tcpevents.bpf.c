@@ -4,8 +4,12 @@
  *
  * BTF-typed tracepoints (tp_btf): the kernel hands over the struct sock itself, so every
  * field is read from it with CO-RE relocations and one object runs on every kernel with BTF
- * (5.10 ... ).  What differs between kernels is decided in user space from the kernel's BTF
- * and passed in as read-only constants, so the verifier drops the branches that do not apply:
+ * (5.10 ... ).  The struct sock's fields are plain loads, which the verifier checks against
+ * the BTF (no helper call: the filter runs at every hit, in every namespace); tcp_sock's lie
+ * beyond the struct sock the verifier knows the pointer as, and are read with BPF_CORE_READ()
+ * (bpf_probe_read_kernel()), as are an IPv6 socket's addresses.  What differs between kernels
+ * is decided in user space from the kernel's BTF and passed in as read-only constants, so the
+ * verifier drops the branches that do not apply:
  *   cookie_helper   bpf_get_socket_cookie() is allowed here (5.12+); else skc_cookie is read,
  *                   0 until someone (sock_diag) asked for the cookie;
  *   rst_has_reason  tcp_send_reset has its third argument, enum sk_rst_reason (6.10+);
@@ -31,10 +35,30 @@ const volatile bool rst_has_reason;
 const volatile bool retrans_has_err;
 
 __u64 lost;	/* records the ring buffer had no room for */
+
 /* Every run of the five programs, before any filter: tcpevents puts it beside the kernel's perf
  * count of the same tracepoints' hits, to count the hits no program ran for (docs/tcpevents.md,
- * "Hits no program ran for"). */
-__u64 runs;
+ * "Hits no program ran for").  One count per CPU, summed by tcpevents when it reads them: a
+ * single count would be written from every CPU at every hit of the five tracepoints, in any
+ * namespace, and its cache line would move between the CPUs each time (docs/bench.md, the
+ * section on what "in BPF" measures). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} runs SEC(".maps");
+
+/* One more run on this CPU.  Atomic still (on this CPU's own line, so no other CPU waits): a
+ * program in an interrupt may run on this CPU between a plain load and store of the count. */
+static __always_inline void count_run(void)
+{
+	__u32 zero = 0;
+	__u64 *n = bpf_map_lookup_elem(&runs, &zero);
+
+	if (n != NULL)
+		__sync_fetch_and_add(n, 1);
+}
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -102,13 +126,13 @@ static __always_inline struct tcpev_rec *sock_event(const struct sock *sk, __u8 
 	struct tcpev_rec *e;
 	__u16 family, sport, dport;
 
-	if (BPF_CORE_READ(sk, __sk_common.skc_net.net, ns.inum) != netns_ino)
+	if (sk->__sk_common.skc_net.net->ns.inum != netns_ino)
 		return NULL;
-	if (BPF_CORE_READ_BITFIELD_PROBED(sk, sk_protocol) != IPPROTO_TCP)	/* 5.5: a bitfield */
+	if (BPF_CORE_READ_BITFIELD(sk, sk_protocol) != IPPROTO_TCP)	/* 5.5: a bitfield */
 		return NULL;
-	family = BPF_CORE_READ(sk, __sk_common.skc_family);
-	sport = BPF_CORE_READ(sk, __sk_common.skc_num);
-	dport = bpf_ntohs(BPF_CORE_READ(sk, __sk_common.skc_dport));
+	family = sk->__sk_common.skc_family;
+	sport = sk->__sk_common.skc_num;
+	dport = bpf_ntohs(sk->__sk_common.skc_dport);
 	if (!sock_wanted(sk, sport, dport))
 		return NULL;
 	e = ev_reserve(type);
@@ -117,19 +141,19 @@ static __always_inline struct tcpev_rec *sock_event(const struct sock *sk, __u8 
 	e->family = family;
 	e->sport = sport;
 	e->dport = dport;
-	e->state = BPF_CORE_READ(sk, __sk_common.skc_state);
+	e->state = sk->__sk_common.skc_state;
 	e->reason = TCPEV_NO_REASON;
 	if (family == AF_INET6) {
 		BPF_CORE_READ_INTO(&e->saddr, sk, __sk_common.skc_v6_rcv_saddr.in6_u.u6_addr8);
 		BPF_CORE_READ_INTO(&e->daddr, sk, __sk_common.skc_v6_daddr.in6_u.u6_addr8);
 	} else {
-		BPF_CORE_READ_INTO((__u32 *)e->saddr, sk, __sk_common.skc_rcv_saddr);
-		BPF_CORE_READ_INTO((__u32 *)e->daddr, sk, __sk_common.skc_daddr);
+		*(__u32 *)e->saddr = sk->__sk_common.skc_rcv_saddr;
+		*(__u32 *)e->daddr = sk->__sk_common.skc_daddr;
 	}
 	if (cookie_helper)
 		e->cookie = bpf_get_socket_cookie((void *)sk);
 	else
-		e->cookie = BPF_CORE_READ(sk, __sk_common.skc_cookie.counter);
+		e->cookie = sk->__sk_common.skc_cookie.counter;
 	e->flags = TCPEV_F_COOKIE;
 	return e;
 }
@@ -150,13 +174,13 @@ static __always_inline void timewait_event(const struct sock *sk, int oldstate)
 
 	if (oldstate != TCP_FIN_WAIT2 && oldstate != TCP_CLOSING)
 		return;
-	if (BPF_CORE_READ(sk, sk_err) != 0)
+	if (sk->sk_err != 0)
 		return;
 	e = sock_event(sk, TCPEV_TIMEWAIT);
 	if (e == NULL)
 		return;
 	e->oldstate = oldstate;
-	e->state = BPF_CORE_READ(sk, __sk_common.skc_flags) & done ? TCP_TIME_WAIT : TCP_FIN_WAIT2;
+	e->state = sk->__sk_common.skc_flags & done ? TCP_TIME_WAIT : TCP_FIN_WAIT2;
 	bpf_ringbuf_submit(e, 0);
 }
 
@@ -165,7 +189,7 @@ int BPF_PROG(on_state, const struct sock *sk, int oldstate, int newstate)
 {
 	struct tcpev_rec *e;
 
-	__sync_fetch_and_add(&runs, 1);
+	count_run();
 	if (newstate == TCP_CLOSE)
 		timewait_event(sk, oldstate);
 	e = sock_event(sk, TCPEV_STATE);
@@ -187,7 +211,7 @@ int BPF_PROG(on_retrans, const struct sock *sk)
 {
 	struct tcpev_rec *e;
 
-	__sync_fetch_and_add(&runs, 1);
+	count_run();
 	e = sock_event(sk, TCPEV_RETRANS);
 	if (e == NULL)
 		return 0;
@@ -204,7 +228,7 @@ int BPF_PROG(on_rst_recv, struct sock *sk)
 {
 	struct tcpev_rec *e;
 
-	__sync_fetch_and_add(&runs, 1);
+	count_run();
 	e = sock_event(sk, TCPEV_RST_RECV);
 	if (e != NULL)
 		bpf_ringbuf_submit(e, 0);
@@ -217,7 +241,7 @@ int BPF_PROG(on_probe, struct sock *sk)
 	struct tcp_sock *tp = (struct tcp_sock *)sk;
 	struct tcpev_rec *e;
 
-	__sync_fetch_and_add(&runs, 1);
+	count_run();
 	e = sock_event(sk, TCPEV_PROBE);
 	if (e == NULL)
 		return 0;
@@ -269,7 +293,7 @@ int BPF_PROG(on_rst_sent, const struct sock *sk, const struct sk_buff *skb)
 {
 	struct tcpev_rec *e;
 
-	__sync_fetch_and_add(&runs, 1);
+	count_run();
 	if (sk != NULL)
 		e = sock_event(sk, TCPEV_RST_SENT);
 	else if (skb != NULL)

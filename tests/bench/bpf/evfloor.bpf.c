@@ -35,12 +35,13 @@ static __always_inline void submit(__u8 type)
 	bpf_ringbuf_submit(e, 0);
 }
 
-/* tcpevents' sock_event() filter, then submit(). */
+/* tcpevents' sock_event() filter, read as it reads it (plain loads from the BTF-typed socket),
+ * then submit(). */
 static __always_inline void sock_submit(const struct sock *sk, __u8 type)
 {
-	if (BPF_CORE_READ(sk, __sk_common.skc_net.net, ns.inum) != netns_ino)
+	if (sk->__sk_common.skc_net.net->ns.inum != netns_ino)
 		return;
-	if (BPF_CORE_READ_BITFIELD_PROBED(sk, sk_protocol) != IPPROTO_TCP)
+	if (BPF_CORE_READ_BITFIELD(sk, sk_protocol) != IPPROTO_TCP)
 		return;
 	submit(type);
 }
