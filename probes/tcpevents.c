@@ -143,13 +143,70 @@ static const char *state_name(int32_t state)
 	return state == TCPEV_NO_STATE ? "-" : tl_state_name(state);
 }
 
-static void print_addr(const char *key, const uint8_t *addr, uint16_t port, uint16_t family)
+/* One output line, built in memory and written with one fwrite(): a record costs one stdio
+ * call, not the eight printf()s it took (each a format parse and a lock of stdout), which were
+ * most of the reader's work per event (docs/bench.md).  The longest line is about 320 bytes. */
+struct line {
+	char buf[512];
+	size_t n;
+};
+
+static void put(struct line *l, const char *s)
+{
+	size_t k = strlen(s);
+
+	if (k > sizeof(l->buf) - l->n)
+		k = sizeof(l->buf) - l->n;
+	memcpy(l->buf + l->n, s, k);
+	l->n += k;
+}
+
+static void put_u(struct line *l, uint64_t v)
+{
+	char d[20];
+	size_t i = 0;
+
+	do {
+		d[i++] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v != 0);
+	while (i > 0 && l->n < sizeof(l->buf))
+		l->buf[l->n++] = d[--i];
+}
+
+static void put_i(struct line *l, int64_t v)
+{
+	if (v < 0) {
+		put(l, "-");
+		put_u(l, (uint64_t)0 - (uint64_t)v);
+	} else {
+		put_u(l, (uint64_t)v);
+	}
+}
+
+/* " KEY=ADDR:PORT", an IPv6 address in brackets. */
+static void put_addr(struct line *l, const char *key, const uint8_t *addr, uint16_t port,
+		     uint16_t family)
 {
 	char ip[INET6_ADDRSTRLEN];
+	int i;
 
-	if (inet_ntop(family == AF_INET6 ? AF_INET6 : AF_INET, addr, ip, sizeof(ip)) == NULL)
-		snprintf(ip, sizeof(ip), "?");
-	printf(family == AF_INET6 ? " %s=[%s]:%u" : " %s=%s:%u", key, ip, port);
+	put(l, " ");
+	put(l, key);
+	if (family == AF_INET6) {
+		if (inet_ntop(AF_INET6, addr, ip, sizeof(ip)) == NULL)
+			snprintf(ip, sizeof(ip), "?");
+		put(l, "=[");
+		put(l, ip);
+		put(l, "]:");
+	} else {	/* dotted decimal, as inet_ntop() writes it, without its call */
+		put(l, "=");
+		for (i = 0; i < 4; i++) {
+			put_u(l, addr[i]);
+			put(l, i < 3 ? "." : ":");
+		}
+	}
+	put_u(l, port);
 }
 
 static void print_rec(const struct tcpev_rec *e)
@@ -158,31 +215,48 @@ static void print_rec(const struct tcpev_rec *e)
 		[TCPEV_STATE] = "state", [TCPEV_RETRANS] = "retrans", [TCPEV_RST_SENT] = "rst-sent",
 		[TCPEV_RST_RECV] = "rst-recv", [TCPEV_PROBE] = "probe", [TCPEV_TIMEWAIT] = "timewait",
 	};
+	struct line l = { .n = 0 };
 
-	printf("t_ns=%" PRIu64 " event=%s", (uint64_t)e->t_ns, names[e->type]);
-	if (e->type == TCPEV_STATE || e->type == TCPEV_TIMEWAIT)
-		printf(" old=%s new=%s", state_name(e->oldstate), state_name(e->state));
-	else
-		printf(" state=%s", state_name(e->state));
-	if (e->type == TCPEV_PROBE)
-		printf(" cwnd=%u ssthresh=%u srtt_us=%u snd_wnd=%u", e->cwnd, e->ssthresh,
-		       e->srtt_us, e->snd_wnd);
-	if (e->type == TCPEV_RST_SENT || e->type == TCPEV_RETRANS) {
-		const char *key = e->type == TCPEV_RST_SENT ? "reason" : "err";
-
-		if (!(e->flags & TCPEV_F_ARG))
-			printf(" %s=-", key);
-		else if (e->type == TCPEV_RETRANS)
-			printf(" err=%d", (int)e->reason);
-		else
-			printf(" reason=%u", e->reason);
+	put(&l, "t_ns=");
+	put_u(&l, e->t_ns);
+	put(&l, " event=");
+	put(&l, names[e->type]);
+	if (e->type == TCPEV_STATE || e->type == TCPEV_TIMEWAIT) {
+		put(&l, " old=");
+		put(&l, state_name(e->oldstate));
+		put(&l, " new=");
+	} else {
+		put(&l, " state=");
 	}
-	print_addr("local", e->saddr, e->sport, e->family);
-	print_addr("peer", e->daddr, e->dport, e->family);
+	put(&l, state_name(e->state));
+	if (e->type == TCPEV_PROBE) {
+		put(&l, " cwnd=");
+		put_u(&l, e->cwnd);
+		put(&l, " ssthresh=");
+		put_u(&l, e->ssthresh);
+		put(&l, " srtt_us=");
+		put_u(&l, e->srtt_us);
+		put(&l, " snd_wnd=");
+		put_u(&l, e->snd_wnd);
+	}
+	if (e->type == TCPEV_RST_SENT || e->type == TCPEV_RETRANS) {
+		put(&l, e->type == TCPEV_RST_SENT ? " reason=" : " err=");
+		if (!(e->flags & TCPEV_F_ARG))
+			put(&l, "-");
+		else if (e->type == TCPEV_RETRANS)
+			put_i(&l, (int32_t)e->reason);
+		else
+			put_u(&l, e->reason);
+	}
+	put_addr(&l, "local", e->saddr, e->sport, e->family);
+	put_addr(&l, "peer", e->daddr, e->dport, e->family);
+	put(&l, " cookie=");
 	if (e->flags & TCPEV_F_COOKIE)
-		printf(" cookie=%" PRIu64 "\n", (uint64_t)e->cookie);
+		put_u(&l, e->cookie);
 	else
-		printf(" cookie=-\n");
+		put(&l, "-");
+	put(&l, "\n");
+	fwrite(l.buf, 1, l.n, stdout);
 }
 
 /* 0 for a record print_rec() can print; -1 (EBADMSG) for one no tcpevents wrote. */
@@ -388,6 +462,7 @@ static struct tcpevents_bpf *open_variant(unsigned long long ino, const struct v
 				     * 1024) != 0)
 		tl_errx(TL_EXIT_USAGE, "-B %lld: not a size the kernel's ring buffer takes",
 			env.ring_kib);
+	skel->rodata->wake_bytes = (__u64)(env.ring_kib ? env.ring_kib : 1024) * 1024 / 8;
 	return skel;
 }
 
@@ -678,19 +753,23 @@ static int poll_loop(struct tcpevents_bpf *skel, struct ring_buffer *rb, uint64_
 	struct tcpev_rec last = { .type = TCPEV_END, .reason = TCPEV_NO_REASON };
 	int64_t flushed = tl_now_ns(), now;
 	uint64_t missed;
-	int n = 0;
+	int n = 0, idle;
 
 	while (!env.stop && (end == 0 || tl_now_ns() < end)) {
 		n = ring_buffer__poll(rb, POLL_MS);
 		if (n < 0 && n != -EINTR)
 			break;
-		/* The lines out when the ring is idle (a poll that found nothing: at most POLL_MS after
-		 * the last record), and every FLUSH_MS while records keep coming: not after every
-		 * poll, whose write() per return kept the reader catching up with the ring, and each
-		 * catch-up costs the next record a wake-up (docs/bench.md, "What \"in BPF\"
-		 * measures"). */
+		/* No wake-up for POLL_MS: the records below the programs' wake-up mark (wake_bytes
+		 * in tcpevents.bpf.c) are read now, so none waits longer than that */
+		idle = n <= 0;
+		if (idle && (n = ring_buffer__consume(rb)) < 0)
+			break;
+		/* The lines out after such a read, and every FLUSH_MS while records keep coming: not
+		 * after every poll, whose write() per return kept the reader catching up with the
+		 * ring, and each catch-up cost the next record a wake-up (docs/bench.md, "What \"in
+		 * BPF\" measures"). */
 		now = tl_now_ns();
-		if (n <= 0 || now - flushed >= FLUSH_MS * 1000000LL) {
+		if (idle || now - flushed >= FLUSH_MS * 1000000LL) {
 			fflush(stdout);
 			flushed = now;
 		}
@@ -764,10 +843,16 @@ cleanup:
 
 int main(int argc, char **argv)
 {
+	static char outbuf[1 << 16];
 	int ret;
 
 	tl_set_progname(argv[0]);
 	parse_args(argc, argv);
+	/* Into a file or a pipe, 64 KiB at a time (glibc sizes a buffer of its own to the file's
+	 * block, 4 KiB: a write() per 30 lines): poll_loop() says when the lines go out.  A
+	 * terminal keeps its line buffering. */
+	if (!isatty(STDOUT_FILENO) && setvbuf(stdout, outbuf, _IOFBF, sizeof(outbuf)) != 0)
+		tl_err(1, "setvbuf");
 	if (!env.replay && pr_catch_stop(on_signal) < 0)
 		tl_err(1, "sigaction");
 	ret = env.replay ? run_replay() : run_live();

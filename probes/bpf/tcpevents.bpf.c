@@ -33,6 +33,11 @@ const volatile __u16 ports[TCPEV_MAX_PORTS];
 const volatile bool cookie_helper;
 const volatile bool rst_has_reason;
 const volatile bool retrans_has_err;
+/* The reader is woken once this many bytes wait in the ring (an eighth of it, set by
+ * tcpevents), not at every record: each wake-up is an interrupt taken inside the program,
+ * 6-15 us on a VM, the most of what a record cost (docs/bench.md).  Fewer wait for its 100 ms
+ * poll timeout, so a line comes out at most about that late. */
+const volatile __u64 wake_bytes;
 
 __u64 lost;	/* records the ring buffer had no room for */
 
@@ -119,6 +124,17 @@ static __always_inline struct tcpev_rec *ev_reserve(__u8 type)
 	return e;
 }
 
+/* Hand e to the reader, waking it only once wake_bytes are waiting (BPF_RB_FORCE_WAKEUP;
+ * bpf_ringbuf_query() since 5.8). */
+static __always_inline void ev_submit(struct tcpev_rec *e)
+{
+	__u64 flags = BPF_RB_NO_WAKEUP;
+
+	if (bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) + sizeof(*e) >= wake_bytes)
+		flags = BPF_RB_FORCE_WAKEUP;
+	bpf_ringbuf_submit(e, flags);
+}
+
 /* A record for sk, its addresses filled in, or NULL: another namespace or port, not TCP, or
  * no room (counted in lost). */
 static __always_inline struct tcpev_rec *sock_event(const struct sock *sk, __u8 type)
@@ -181,7 +197,7 @@ static __always_inline void timewait_event(const struct sock *sk, int oldstate)
 		return;
 	e->oldstate = oldstate;
 	e->state = sk->__sk_common.skc_flags & done ? TCP_TIME_WAIT : TCP_FIN_WAIT2;
-	bpf_ringbuf_submit(e, 0);
+	ev_submit(e);
 }
 
 SEC("tp_btf/inet_sock_set_state")
@@ -197,7 +213,7 @@ int BPF_PROG(on_state, const struct sock *sk, int oldstate, int newstate)
 		return 0;
 	e->oldstate = oldstate;
 	e->state = newstate;
-	bpf_ringbuf_submit(e, 0);
+	ev_submit(e);
 	if (newstate == TCP_CLOSE && nports != 0) {
 		__u64 key = (__u64)sk;
 
@@ -219,7 +235,7 @@ int BPF_PROG(on_retrans, const struct sock *sk)
 		e->reason = (__u32)ctx[2];
 		e->flags |= TCPEV_F_ARG;
 	}
-	bpf_ringbuf_submit(e, 0);
+	ev_submit(e);
 	return 0;
 }
 
@@ -231,7 +247,7 @@ int BPF_PROG(on_rst_recv, struct sock *sk)
 	count_run();
 	e = sock_event(sk, TCPEV_RST_RECV);
 	if (e != NULL)
-		bpf_ringbuf_submit(e, 0);
+		ev_submit(e);
 	return 0;
 }
 
@@ -249,7 +265,7 @@ int BPF_PROG(on_probe, struct sock *sk)
 	e->ssthresh = BPF_CORE_READ(tp, snd_ssthresh);
 	e->srtt_us = BPF_CORE_READ(tp, srtt_us) >> 3;	/* srtt_us holds 8 * the smoothed RTT */
 	e->snd_wnd = BPF_CORE_READ(tp, snd_wnd);
-	bpf_ringbuf_submit(e, 0);
+	ev_submit(e);
 	return 0;
 }
 
@@ -306,7 +322,7 @@ int BPF_PROG(on_rst_sent, const struct sock *sk, const struct sk_buff *skb)
 		e->reason = (__u32)ctx[2];
 		e->flags |= TCPEV_F_ARG;
 	}
-	bpf_ringbuf_submit(e, 0);
+	ev_submit(e);
 	return 0;
 }
 
