@@ -115,6 +115,7 @@ def assert_freed_by_rst(part, name):
                if x["server_rst_ms"] is not None}
               if part["sysctls"]["net.ipv4.tcp_rfc1337"] == 0 else {})
     f = p["freed"]
+    assert f is not None, (name, p["ok"], killed)
     assert f["local"] == p["ok"]["local"] and f["local"] in killed, (name, f, killed)
     assert f["rst_ms"] == killed[f["local"]] and f["rst_ms"] < p["ok"]["t_ms"], (name, f)
     assert part["counters"]["TcpExtTWRecycled"] == 0 and not part["takeovers"], name

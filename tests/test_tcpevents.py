@@ -582,10 +582,9 @@ def expected_line(t_ns, cookie, saddr, daddr, sport, dport, family, typ, flags, 
         line += " cwnd={} ssthresh={} srtt_us={} snd_wnd={}".format(*probe)
     if typ in (2, 3):
         key = "reason" if typ == 3 else "err"
-        if not flags & 2:
-            line += f" {key}=-"
-        else:
-            line += f" {key}={struct.unpack('=i', struct.pack('=I', reason))[0] if typ == 2 else reason}"
+        signed = struct.unpack("=i", struct.pack("=I", reason))[0]    # err is an int
+        value = "-" if not flags & 2 else (signed if typ == 2 else reason)
+        line += f" {key}={value}"
     line += addr("local", saddr, sport) + addr("peer", daddr, dport)
     return line + (f" cookie={cookie}" if flags & 1 else " cookie=-") + "\n"
 

@@ -124,15 +124,13 @@ static __always_inline struct tcpev_rec *ev_reserve(__u8 type)
 	return e;
 }
 
-/* Hand e to the reader, waking it only once wake_bytes are waiting (BPF_RB_FORCE_WAKEUP;
- * bpf_ringbuf_query() since 5.8). */
+/* Hand e to the reader, waking it only once wake_bytes wait in the ring, e's own reservation
+ * counted (BPF_RB_FORCE_WAKEUP; bpf_ringbuf_query() since 5.8). */
 static __always_inline void ev_submit(struct tcpev_rec *e)
 {
-	__u64 flags = BPF_RB_NO_WAKEUP;
+	bool wake = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= wake_bytes;
 
-	if (bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) + sizeof(*e) >= wake_bytes)
-		flags = BPF_RB_FORCE_WAKEUP;
-	bpf_ringbuf_submit(e, flags);
+	bpf_ringbuf_submit(e, wake ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP);
 }
 
 /* A record for sk, its addresses filled in, or NULL: another namespace or port, not TCP, or
