@@ -132,49 +132,16 @@ log() {
 }
 
 # ---- --ktap: KTAP version 1 on stdout (Documentation/dev-tools/ktap.rst, docs/kernel-matrix.md) --
-# One test point per unit of PLAN, in PLAN's order, printed when every unit has ended (a unit's
-# report can still fail it); fd KTAP_FD is the original stdout, fd 1 is stderr from --ktap on.
-KTAP="" KTAP_FD="" KTAP_STARTED="" KTAP_FAILS=0
+# One test point per unit of PLAN, in PLAN's order, printed by tcplab_finish.py when every unit
+# has ended (a unit's report can still fail it); fd KTAP_FD is the original stdout, fd 1 is
+# stderr from --ktap on.
+KTAP="" KTAP_FD="" KTAP_STARTED=""
 PLAN=()
 
 ktap_start() {
 	printf 'KTAP version 1\n1..%d\n# tcplab: %s, uname -r %s\n' "${#PLAN[@]}" \
 		"${KERNEL:+units in a Debian $KERNEL guest under QEMU ($ACCEL), }run.sh on $(uname -m)" "$(uname -r)" >&"$KTAP_FD"
 	KTAP_STARTED=1
-}
-
-# ktap_results [REASON]: the test points and kselftest's "# Totals" line; a unit without a result
-# is "not ok", or skipped with REASON when one is given (the run stopped for a skip).
-ktap_results() {
-	local u n=0 pass=0 fail=0 skip=0 why
-	local -A res=()
-	for u in "${DONE_UNITS[@]}"; do res[$u]=1; done
-	for u in "${FAILED[@]}"; do res[$u]=f; done
-	for u in "${PLAN[@]}"; do
-		n=$((n + 1))
-		why=${WHY[$u]:-}
-		[ "${res[$u]:-}" = f ] || [ -z "${WHY[report:${U_REPORT[$u]}]:-}" ] ||
-			why="failed: its report ${U_REPORT[$u]} failed" res[$u]=f
-		if [ -z "${res[$u]:-}" ] && [ -z "$why" ] && [ -n "${1:-}" ]; then why="skipped: $1"; fi
-		why=${why//$'\n'/ }
-		if [ "${res[$u]:-}" = 1 ]; then
-			printf 'ok %d %s\n' "$n" "$u"
-			pass=$((pass + 1))
-		elif [ -z "${res[$u]:-}" ] && [ "${why#skipped: }" != "$why" ]; then
-			printf 'ok %d %s # SKIP %s\n' "$n" "$u" "${why#skipped: }"
-			skip=$((skip + 1))
-		else
-			printf '# %s: %s\n' "$u" "${why:-failed: no result}"
-			case $why in
-			"timed out"*) printf 'not ok %d %s # TIMEOUT %s seconds\n' "$n" "$u" "${U_LIMIT[$u]}" ;;
-			*) printf 'not ok %d %s\n' "$n" "$u" ;;
-			esac
-			fail=$((fail + 1))
-		fi
-	done >&"$KTAP_FD"
-	printf '# Totals: pass:%d fail:%d xfail:0 xpass:0 skip:%d error:0\n' "$pass" "$fail" "$skip" >&"$KTAP_FD"
-	KTAP_FAILS=$fail
-	[ "$pass$fail" != 00 ] || [ "$skip" -eq 0 ] || KTAP_FAILS=-1	# all skipped
 }
 
 # ktap_die STATUS MESSAGE: the end of the KTAP stream for a run that stops early.  A skip
@@ -185,7 +152,9 @@ ktap_die() {
 	if [ "$1" -eq "$EXIT_SKIP" ]; then
 		[ ${#PLAN[@]} -gt 0 ] || { printf 'KTAP version 1\n1..0 # SKIP %s\n' "$2" >&"$KTAP_FD"; return 0; }
 		[ -n "$KTAP_STARTED" ] || ktap_start
-		ktap_results "not run: $2"
+		finish_state
+		"$PY" -S "$FINISH" ktap-skip "$2" "${FIN[@]}" 3>&"$KTAP_FD" ||
+			echo "$PROG: tcplab_finish.py could not print the test points (above)" >&2
 	elif [ -n "$KTAP_STARTED" ]; then
 		printf 'Bail out! %s\n' "${2//$'\n'/ }" >&"$KTAP_FD"
 	fi
@@ -391,6 +360,7 @@ kill_running_units() {
 	for u in "${!UNIT_PID[@]}"; do
 		signal_unit "$u" KILL
 	done
+	finish_stop
 }
 
 # stop_unit UNIT: SIGTERM (and SIGCONT, so a stopped process gets it) to the whole unit, so its
@@ -552,80 +522,56 @@ run_host() {
 	done
 }
 
-declare -A REPORT_UNIT=()	# a report that refused its raw data → the unit whose raw it read
-run_reports() {
-	local u r seen=" " err
-	for u in "${DONE_UNITS[@]}" "${SKIPPED_RAW[@]}"; do
-		r=${U_REPORT[$u]}
-		[ "$r" != - ] || continue
-		case $seen in *" $r "*) continue ;; esac
-		seen="$seen$r "
-		# a unit of the report's name failed: its failed outputs take the name (failed_outputs)
-		case " ${FAILED[*]} " in *" $r "*) continue ;; esac
-		# SIGINT ignored from the start: a Ctrl-C to the process group must not become a
-		# KeyboardInterrupt traceback while Python is still importing; this script's own
-		# trap stops the report (it writes through a temporary file and a rename).  Its stderr
-		# is kept in memory, not in a file on a disk that may be full; its stdout is run.sh's.
-		if { err=$( (trap '' INT && exec "$PY" "$EXP/$r/$r.py" "$OUT/raw" "$OUT") 2>&1 1>&3 3>&-); } 3>&1; then
-			[ -z "$err" ] || printf '%s\n' "$err" >&2
-			log "wrote ${OUT#"$TOP"/}/$r.txt and .json"
-		else
-			[ -z "$err" ] || printf '%s\n' "$err" >&2
-			log "report $r FAILED"
-			FAILED+=("report:$r")
-			err=${err##*$'\n'}
-			case $err in
-			*"No space left on device"*)	# the report refused nothing: it could not write
-				DISK_FULL=1
-				WHY[report:$r]="failed: the report could not write its outputs: ${err:0:300}" ;;
-			*) WHY[report:$r]="failed: the report refused the raw data: ${err:0:300}" ;;
-			esac
-			REPORT_UNIT[$r]=$u
-		fi
-	done
+# ---- the end of the run: experiments/runner/tcplab_finish.py -----------------------------------
+# The reports, the failed units' outputs (tcplab_failed.py), the last lines, the KTAP test
+# points and the run's exit status, in one program; run.sh hands it what happened to each unit.
+FINISH=$TOP/experiments/runner/tcplab_finish.py FINISH_PID=""
+
+# finish_state: what the run knows of its units, as tcplab_finish.py's STATE arguments, in FIN
+# (each WHY one argument: any bytes reach it as they are).
+finish_state() {
+	local u f
+	FIN=(--prog "$PROG" --top "$TOP" --exp "$EXP" --py "$PY" --out "$OUT" --full-kb "$RS_FULL_KB")
+	[ -z "$KERNEL" ] || FIN+=(--kernel "$KERNEL")
+	[ -z "${TMPDIR_RUN:-}" ] || FIN+=(--tmp "$TMPDIR_RUN")
+	[ -z "$KTAP_STARTED" ] || FIN+=(--ktap-fd 3)
+	[ -z "$DISK_FULL" ] || FIN+=(--disk-full)
+	for u in "${!U_REPORT[@]}"; do FIN+=(--unit "$u" "${U_REPORT[$u]}" "${U_LIMIT[$u]}"); done
+	for u in "${PLAN[@]}"; do FIN+=(--plan "$u"); done
+	for u in "${DONE_UNITS[@]}"; do FIN+=(--done "$u"); done
+	for u in "${SKIPPED_RAW[@]}"; do FIN+=(--raw-skipped "$u"); done
+	for f in "${FAILED[@]}"; do FIN+=(--failed "$f" "${WHY[$f]}"); done
+	for u in "${SKIPPED[@]}"; do FIN+=(--skipped "$u" "${WHY[$u]}"); done
+	for u in "${!UNIT_RC[@]}"; do FIN+=(--rc "$u" "${UNIT_RC[$u]}"); done
+	for u in "${!UNIT_STARTED[@]}"; do FIN+=(--started "$u" "${UNIT_STARTED[$u]}"); done
+	for u in "${!UNIT_RAN[@]}"; do FIN+=(--ran-s "$u" "${UNIT_RAN[$u]}"); done
 }
 
-# failed_outputs: every failed unit gets NAME.txt/.json saying "failed: WHY" and what it collected
-# (experiments/report/tcplab_failed.py; docs/output-format.md): a unit under its own name, a report that
-# refused its raw data under the report's.  They replace the old outputs of that name, a good
-# result too: REPLACED lists those, for the run's last line.  A unit that succeeded and feeds a
-# report of another name loses the failed outputs an earlier run left under its own name.
-failed_outputs() {
-	local f u name stage kernel said
-	REPLACED=()
-	if [ -n "$KERNEL" ]; then	# the guest's release, when it said one
-		kernel=$(sed -n 's/^kernel=//p' "$TMPDIR_RUN/raw/vm.txt" 2> /dev/null | head -n 1 || true)
-	else
-		kernel=$(uname -r)
-	fi
-	for f in "${FAILED[@]}"; do
-		case $f in
-		report:*) name=${f#report:} u=${REPORT_UNIT[$name]} stage=report ;;
-		*) name=$f u=$f stage=collect ;;
-		esac
-		local args=(--why "${WHY[$f]}" --unit "$u" --stage "$stage" --kernel "${kernel:-unknown}")
-		[ "${U_REPORT[$u]}" = - ] || args+=(--report "${U_REPORT[$u]}")
-		[ -z "${UNIT_RC[$u]:-}" ] || args+=(--exit "${UNIT_RC[$u]}")
-		[ -z "${UNIT_STARTED[$u]:-}" ] || args+=(--started "${UNIT_STARTED[$u]}")
-		[ -z "${UNIT_RAN[$u]:-}" ] || args+=(--ran-s "${UNIT_RAN[$u]}")
-		[ ! -f "$TMPDIR_RUN/log/$u.txt" ] || args+=(--log "$TMPDIR_RUN/log/$u.txt")
-		[ ! -f "$TMPDIR_RUN/raw/vm-console.log" ] || args+=(--console "$TMPDIR_RUN/raw/vm-console.log")
-		if said=$("$PY" "$TOP/experiments/report/tcplab_failed.py" "$OUT" "$name" "$OUT/raw/$u" "${args[@]}"); then
-			log "$f: wrote ${OUT#"$TOP"/}/$name.txt and .json (failed)"
-			[ -z "$said" ] || REPLACED+=("$name.txt/.json ($said)")
-		else
-			log "$f: could not write its failed outputs (above)"
-			NO_OUTPUTS+=("$f")
-			[ -z "$DISK_FULL" ] && ! rs_disk_full || DISK_FULL=1
-		fi
+# finish_stop: tcplab_finish.py stopped (for the cleanup: rs_cleanup, through kill_running_units):
+# SIGTERM kills the report it runs and ends it; polled for 5 s until it is gone or a zombie, then
+# SIGKILL (each report dies with it: setpriv --pdeathsig).  Not `wait`: a signal that came as
+# the job ended, while main's `wait` for it ran, left bash 5.2 in this trap's own wait for that
+# pid for ever, in wait4(-1) with only the lock holders left as children (2 runs of 24, SIGTERM
+# to run.sh alone at its "finished" line).
+finish_stop() {
+	local pid=$FINISH_PID
+	[ -n "$pid" ] || return 0
+	FINISH_PID=""
+	kill -TERM "$pid" 2> /dev/null || return 0
+	kill -CONT "$pid" 2> /dev/null || true
+	for _ in $(seq 100); do
+		proc_gone "$pid" && return 0
+		sleep 0.05
 	done
-	for u in "${DONE_UNITS[@]}"; do
-		if [ "${U_REPORT[$u]}" = "$u" ] || ! grep -qs '^  "status": "failed",$' "$OUT/$u.json"; then
-			continue
-		fi
-		rm -f -- "$OUT/$u.txt" "$OUT/$u.json"
-		log "$u: removed the failed outputs an earlier run left (${OUT#"$TOP"/}/$u.txt, .json)"
-	done
+	kill -KILL "$pid" 2> /dev/null || true
+}
+
+# proc_gone PID: no process PID, or only its zombie (not yet reaped).
+proc_gone() {
+	local st
+	{ read -r st < "/proc/$1/stat"; } 2> /dev/null || return 0
+	st=${st##*) }
+	[ "${st%% *}" = Z ]
 }
 
 # --kernel VER without --out: the output directory is the guest's, outputs/<its release>, and it
@@ -781,7 +727,7 @@ main() {
 		exec "$TOP/experiments/sandbox/sandbox.sh" "$@"
 	fi
 	unset "${!TL_KNOB_@}" "${!TL_UNIT_KNOBS_@}"	# a unit sees only the knobs run.sh gives it
-	FAILED=() DONE_UNITS=() SKIPPED=() SKIPPED_RAW=() REPLACED=() NO_OUTPUTS=()
+	FAILED=() DONE_UNITS=() SKIPPED=() SKIPPED_RAW=()
 	# The plan, decided before anything starts: the options, the unit table (read once), the
 	# units a set selects, the knobs, --mtu, root, --kernel, and every refusal, in one program
 	# (experiments/runner/tcplab_plan.py, docs/design.md "The runner"), whose bash this evals.
@@ -824,30 +770,19 @@ main() {
 	[ -z "$KERNEL" ] || [ -n "$OUT_SET" ] || guest_out
 	rs_start
 	ensure_built
-	local t0=$SECONDS
+	printf -v T0 '%(%s)T' -1
 	log "running ${units[*]}${KERNEL:+ in Debian kernel $KERNEL ($ACCEL)}"
 	if [ -n "$KERNEL" ]; then run_vm "${units[@]}"; else run_host "${units[@]}"; fi
 	# no unit writes any more: the reserve is the reports' and the failed outputs' room
 	rs_reserve_give
-	run_reports
-	failed_outputs
-	local failed="" skipped="" f
-	for f in "${FAILED[@]}"; do
-		failed="$failed${failed:+; }$f: ${WHY[$f]}"
-		case ${WHY[$f]} in *"No space left on device"*) DISK_FULL=1 ;; esac	# the last line says it
-	done
-	for f in "${SKIPPED[@]}"; do skipped="$skipped${skipped:+; }$f: ${WHY[$f]#skipped: }"; done
-	log "finished in $((SECONDS - t0)) s: ${#DONE_UNITS[@]} unit(s) ran, ${#FAILED[@]} failed${failed:+ ($failed)}${skipped:+, ${#SKIPPED[@]} skipped ($skipped)}; outputs in ${OUT#"$TOP"/}/"
-	[ -z "$KTAP" ] || ktap_results
-	# the failures' line goes to stderr only: under --ktap each already has its `not ok`; on a
-	# full disk it says so, and names the units whose failed outputs could not be written
-	local has="each has its .txt/.json saying 'failed: <reason>', and its partial raw/<unit>/"
-	[ ${#NO_OUTPUTS[@]} -eq 0 ] || has="NO .txt/.json COULD BE WRITTEN FOR ${NO_OUTPUTS[*]}"
-	[ ${#NO_OUTPUTS[@]} -eq 0 ] || [ ${#NO_OUTPUTS[@]} -eq ${#FAILED[@]} ] ||
-		has="$has; the others have theirs saying 'failed: <reason>'"
-	[ ${#FAILED[@]} -eq 0 ] || echo "$PROG: ${#FAILED[@]} unit(s) failed: ${FAILED[*]}${DISK_FULL:+: $(disk_full_words)} ($has)${REPLACED[0]:+; THESE REPLACED GOOD OUTPUTS: ${REPLACED[*]}}" >&2
-	[ ${#FAILED[@]} -eq 0 ] && [ "$KTAP_FAILS" -le 0 ] || exit $EXIT_FAIL
-	[ "$KTAP_FAILS" -ne -1 ] || exit $EXIT_SKIP
+	# the reports, the failed outputs, the last lines and KTAP's test points: tcplab_finish.py,
+	# a job waited for, so that a signal to run.sh is acted on at once (the cleanup stops it)
+	finish_state
+	"$PY" -S "$FINISH" finish --t0 "$T0" "${FIN[@]}" 3>&"${KTAP_FD:-1}" &
+	FINISH_PID=$!
+	wait "$FINISH_PID" || status=$?
+	FINISH_PID=""
+	exit "$status"
 }
 
 # exit on the same line: bash reads a script as it runs, so a file rewritten in place (as an

@@ -80,3 +80,60 @@ def test_a_signalled_ktap_run_bails_out_naming_the_signal(tmp_path, bindir, sig)
     tests = json.loads(k.stdout)["tests"]
     assert [t["status"] for t in tests] == ["MISS", "MISS"]
     assert all(t["comment"].endswith(f"(Bail out! {words} ({sig.name}))") for t in tests), tests
+
+
+def report_experiments(tmp_path, marker):
+    """One unit, t-rep, whose report says it started (its pid in MARKER) and then works for
+    ten minutes (sleep 600, its workload)."""
+    exp = tmp_path / "exp"
+    shutil.copytree(os.path.join(TOP, "experiments", "lib"), exp / "lib",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    (exp / "units").write_text("t-rep t-rep default run no 1 300 no 1 yes\n")
+    lab_proc.exp_file(exp, "t-rep", "t-rep.sh").write_text(
+        '#!/bin/sh\n. "$(dirname "$0")/../lib/collect.sh"\ntl_init "$1"\necho ran > "$RAW/ran.txt"\n')
+    lab_proc.exp_file(exp, "t-rep", "t-rep.py").write_text(
+        "import os, sys, time\n"
+        f"with open({str(marker)!r} + '.tmp', 'w') as f:\n    f.write(str(os.getpid()))\n"
+        f"os.rename({str(marker)!r} + '.tmp', {str(marker)!r})\n"
+        "open(os.path.join(sys.argv[2], '.t-rep.half.tmp-%d' % os.getpid()), 'w').close()\n"
+        "time.sleep(600)\n")
+    return exp
+
+
+@pytest.mark.netns
+@pytest.mark.parametrize("sig", list(SIGNALS), ids=[s.name for s in SIGNALS])
+def test_a_signal_during_a_report_ends_the_run_and_the_report(tmp_path, bindir, sig):
+    """The reports run in tcplab_finish.py, a job run.sh waits for: a signal to run.sh alone
+    while a report works is acted on at once, the report is killed with the run (none outlives
+    the run's lock on its --out), and its temporary file is reaped.  When run.sh ran the report
+    in the foreground, bash held the trap until the report ended (here, ten minutes)."""
+    marker = tmp_path / "report.pid"
+    out = tmp_path / "out"
+    env = dict(os.environ, TCPLAB_EXPERIMENTS=str(report_experiments(tmp_path, marker)),
+               TCPLAB_STATE=str(tmp_path / "state"))
+    ktap = tmp_path / "run.ktap"
+    with open(ktap, "w") as o, open(tmp_path / "run.err", "w") as err:
+        p = subprocess.Popen([RUN, "--ktap", "--out", str(out)], stdout=o, stderr=err, env=env)
+        try:
+            deadline = time.monotonic() + 60
+            while not marker.exists() and p.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.05)    # polling for the report's marker, not waiting for an event
+            assert marker.exists(), "the report never started: " + (tmp_path / "run.err").read_text()[-2000:]
+            pid = int(marker.read_text())
+            p.send_signal(sig)
+            try:
+                rc = p.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                pytest.fail(f"run.sh still running 30 s after {sig.name} during a report; its "
+                            "stderr: " + (tmp_path / "run.err").read_text()[-3000:])
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    status, words = SIGNALS[sig]
+    lines = ktap.read_text().splitlines()
+    assert rc == status, lines
+    # after it, only diagnostics: the cleanup says it removed the report's temporary file
+    assert [x for x in lines if not x.startswith("# ")][-1] == f"Bail out! {words} ({sig.name})", lines
+    assert not os.path.exists(f"/proc/{pid}"), f"the report (pid {pid}) outlived run.sh"
+    assert not [n for n in os.listdir(out) if ".tmp" in n], os.listdir(out)
