@@ -38,44 +38,47 @@ def fake_experiments(tmp_path, marker):
     return exp
 
 
-@pytest.mark.netns
-@pytest.mark.parametrize("sig", list(SIGNALS), ids=[s.name for s in SIGNALS])
-def test_a_signalled_ktap_run_bails_out_naming_the_signal(tmp_path, bindir, sig):
-    marker = tmp_path / "t-wait.started"
-    state = tmp_path / "state"
-    env = dict(os.environ, TCPLAB_EXPERIMENTS=str(fake_experiments(tmp_path, marker)),
-               TCPLAB_STATE=str(state))
-    ktap = tmp_path / "run.ktap"
-    with open(ktap, "w") as out, open(tmp_path / "run.err", "w") as err:
+def signal_when(tmp_path, exp, ready, sig):
+    """run.sh --ktap on EXP's units, SIG to run.sh alone once ready(ktap text) holds (polled);
+    → (its exit status, its KTAP lines).  Fails when it is still running 60 s after SIG."""
+    env = dict(os.environ, TCPLAB_EXPERIMENTS=str(exp), TCPLAB_STATE=str(tmp_path / "state"))
+    ktap, errs = tmp_path / "run.ktap", tmp_path / "run.err"
+    with open(ktap, "w") as out, open(errs, "w") as err:
         p = subprocess.Popen([RUN, "--ktap", "--out", str(tmp_path / "out")], stdout=out,
                              stderr=err, env=env)
         try:
-            # the signal comes while run.sh only waits for t-wait: t-wait started (its marker)
-            # and t-pass finished (its "done" line).  bash 5.2 can lose a SIGINT sent to run.sh
-            # alone while it waits for a command substitution, as it does while it finishes a
-            # unit (docs/reliability.md, "A SIGINT to run.sh alone"); the wait loop has none
             deadline = time.monotonic() + 60
-            while not (marker.exists() and "] t-pass: done in " in ktap.read_text()) and \
-                    p.poll() is None and time.monotonic() < deadline:
-                time.sleep(0.05)    # polling for the unit's marker, not waiting for an event
-            assert marker.exists(), "t-wait never started: " + (tmp_path / "run.err").read_text()[-2000:]
-            assert "] t-pass: done in " in ktap.read_text(), ktap.read_text()
+            while not ready(ktap.read_text()) and p.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.05)    # polling for a marker, not waiting for an event
+            assert ready(ktap.read_text()), "not ready: " + errs.read_text()[-2000:] + ktap.read_text()
             p.send_signal(sig)
             try:
                 rc = p.wait(timeout=60)
             except subprocess.TimeoutExpired:
                 pytest.fail(f"run.sh still running 60 s after {sig.name}; its stderr: "
-                            + (tmp_path / "run.err").read_text()[-3000:])
+                            + errs.read_text()[-3000:])
         finally:
             if p.poll() is None:
                 p.kill()
                 p.wait()
+    return rc, ktap.read_text().splitlines()
+
+
+@pytest.mark.netns
+@pytest.mark.parametrize("sig", list(SIGNALS), ids=[s.name for s in SIGNALS])
+def test_a_signalled_ktap_run_bails_out_naming_the_signal(tmp_path, bindir, sig):
+    # the signal comes while run.sh only waits for t-wait: t-wait started (its marker) and
+    # t-pass finished (its "done" line).  bash 5.2 can lose a SIGINT sent to run.sh alone while
+    # it waits for a command substitution, as it does while it finishes a unit
+    # (docs/reliability.md, "A SIGINT to run.sh alone"); the wait loop has none
+    marker = tmp_path / "t-wait.started"
+    rc, lines = signal_when(tmp_path, fake_experiments(tmp_path, marker),
+                            lambda k: marker.exists() and "] t-pass: done in " in k, sig)
     status, words = SIGNALS[sig]
-    lines = ktap.read_text().splitlines()
     assert rc == status, lines
     assert lines[:2] == ["KTAP version 1", "1..2"], lines
     assert lines[-1] == f"Bail out! {words} ({sig.name})", lines
-    k = subprocess.run([RUN, "kcidb", *ARGS, str(ktap)], capture_output=True, text=True, timeout=30)
+    k = subprocess.run([RUN, "kcidb", *ARGS, str(tmp_path / "run.ktap")], capture_output=True, text=True, timeout=30)
     assert k.returncode == 0, k.stderr
     tests = json.loads(k.stdout)["tests"]
     assert [t["status"] for t in tests] == ["MISS", "MISS"]
@@ -108,30 +111,11 @@ def test_a_signal_during_a_report_ends_the_run_and_the_report(tmp_path, bindir, 
     the run's lock on its --out), and its temporary file is reaped.  When run.sh ran the report
     in the foreground, bash held the trap until the report ended (here, ten minutes)."""
     marker = tmp_path / "report.pid"
+    rc, lines = signal_when(tmp_path, report_experiments(tmp_path, marker),
+                            lambda _: marker.exists(), sig)
+    pid = int(marker.read_text())
     out = tmp_path / "out"
-    env = dict(os.environ, TCPLAB_EXPERIMENTS=str(report_experiments(tmp_path, marker)),
-               TCPLAB_STATE=str(tmp_path / "state"))
-    ktap = tmp_path / "run.ktap"
-    with open(ktap, "w") as o, open(tmp_path / "run.err", "w") as err:
-        p = subprocess.Popen([RUN, "--ktap", "--out", str(out)], stdout=o, stderr=err, env=env)
-        try:
-            deadline = time.monotonic() + 60
-            while not marker.exists() and p.poll() is None and time.monotonic() < deadline:
-                time.sleep(0.05)    # polling for the report's marker, not waiting for an event
-            assert marker.exists(), "the report never started: " + (tmp_path / "run.err").read_text()[-2000:]
-            pid = int(marker.read_text())
-            p.send_signal(sig)
-            try:
-                rc = p.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                pytest.fail(f"run.sh still running 30 s after {sig.name} during a report; its "
-                            "stderr: " + (tmp_path / "run.err").read_text()[-3000:])
-        finally:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
     status, words = SIGNALS[sig]
-    lines = ktap.read_text().splitlines()
     assert rc == status, lines
     # after it, only diagnostics: the cleanup says it removed the report's temporary file
     assert [x for x in lines if not x.startswith("# ")][-1] == f"Bail out! {words} ({sig.name})", lines
