@@ -591,41 +591,15 @@ guest_out() {
 	OUT="$OUTPUTS/${line%% *}"
 }
 
-# rotate_units I/N UNIT...: the units in the same order, starting from the one in which the
-# units' limit_s, summed in order, passes I/N of their sum (the limits stand for the units'
-# lengths, which are not known before they run); one per line.
-rotate_units() {
-	local i=${1%/*} n=${1#*/} total=0 sum=0 k=0 u
-	shift
-	for u in "$@"; do total=$((total + U_LIMIT[$u])); done
-	for u in "$@"; do
-		[ $(((sum + U_LIMIT[$u]) * n)) -le $((total * i)) ] || break
-		sum=$((sum + U_LIMIT[$u]))
-		k=$((k + 1))
-	done
-	[ "$k" -lt $# ] || k=0
-	printf '%s\n' "${@:k+1}" "${@:1:k}"
-}
-
 # Run units inside a Debian kernel under QEMU (experiments/guest/vm.sh); raw files come back to the host and
-# are reported here, into outputs/<the guest's release>/.  Under --kernel all each guest starts
-# its units at another point of the same order (TCPLAB_ROTATE=I/N, set by
-# experiments/guest/tcplab_all.py for the I-th of N guests at once), so that their long waits on TCP
-# timers fall at different times and one guest's wait is another's CPU (docs/kernel-matrix.md,
-# "All kernels at once").
+# are reported here, into outputs/<the guest's release>/.  The guest runs them in the plan's
+# VM_ORDER: under --kernel all each guest starts its units at another point of the same order
+# (TCPLAB_ROTATE=I/N, tcplab_plan.py's rotate_plan).
 run_vm() {
-	local raw="$TMPDIR_RUN/raw" status=0 release u rc why order=("$@")
+	local raw="$TMPDIR_RUN/raw" status=0 release u rc why
 	mkdir -p "$raw"
-	if [ -n "${TCPLAB_ROTATE:-}" ]; then
-		[[ $TCPLAB_ROTATE =~ ^([0-9]+)/([1-9][0-9]?)$ ]] && [ "${BASH_REMATCH[1]}" -lt "${BASH_REMATCH[2]}" ] ||
-			die $EXIT_USAGE "TCPLAB_ROTATE=$TCPLAB_ROTATE: want I/N, 0 <= I < N <= 99"
-	fi
-	if [ -n "${TCPLAB_ROTATE:-}" ] && [ $# -gt 1 ]; then
-		mapfile -t order < <(rotate_units "$TCPLAB_ROTATE" "$@")
-		[ ${#order[@]} -eq $# ] || die $EXIT_FAIL "TCPLAB_ROTATE=$TCPLAB_ROTATE: the units could not be ordered"
-		[ "${order[0]}" = "$1" ] || log "units in turn from ${order[0]} (TCPLAB_ROTATE=$TCPLAB_ROTATE: guest $((${TCPLAB_ROTATE%/*} + 1)) of ${TCPLAB_ROTATE#*/} side by side)"
-	fi
-	TCPLAB_EXPERIMENTS=$EXP rs_run_vm --accel "$ACCEL" ${MTU_OPT:+--mtu "$MTU_OPT"} "$KERNEL" "$raw" "${order[@]}" || status=$?
+	[ -z "$ROTATE_NOTE" ] || log "$ROTATE_NOTE"
+	TCPLAB_EXPERIMENTS=$EXP rs_run_vm --accel "$ACCEL" ${MTU_OPT:+--mtu "$MTU_OPT"} "$KERNEL" "$raw" "${VM_ORDER[@]}" || status=$?
 	[ "$status" -ne "$EXIT_SKIP" ] || { [ -z "$KTAP" ] || ktap_die "$EXIT_SKIP" "experiments/guest/vm.sh cannot boot a guest here (its reason is on stderr)"; exit "$EXIT_SKIP"; }
 	release=$(sed -n 's/^kernel=//p' "$raw/vm.txt" 2> /dev/null | head -n 1)
 	[ -n "$release" ] || die $EXIT_FAIL "the guest reported no kernel release (see above)"

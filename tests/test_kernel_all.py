@@ -437,22 +437,3 @@ def test_balance_makes_the_ones_ahead_yield_and_one_alone_runs_as_it_started():
             p.wait()
 
 
-ROTATE = r"""
-eval "$(sed -n '/^rotate_units() {$/,/^}$/p' "$RUN")"
-declare -A U_LIMIT=([a]=30 [b]=200 [c]=300 [d]=150 [e]=100 [f]=20)
-rotate_units "$WHICH" a b c d e f | tr '\n' ' '
-"""
-
-
-@pytest.mark.parametrize("which,order", [
-    ("0/4", "a b c d e f"),
-    ("1/4", "b c d e f a"),     # the sum 800: 1/4 is 200, passed inside b (30..230)
-    ("2/4", "c d e f a b"),     # 400, inside c (230..530)
-    ("3/4", "d e f a b c"),     # 600, inside d (530..680)
-    ("1/1", "a b c d e f"),
-])
-def test_rotate_units_starts_where_the_limits_pass_i_over_n(which, order):
-    r = subprocess.run(["bash", "-c", ROTATE], capture_output=True, text=True, timeout=10,
-                       env=dict(os.environ, RUN=RUN, WHICH=which))
-    assert r.returncode == 0, r.stderr
-    assert r.stdout.split() == order.split(), r.stdout

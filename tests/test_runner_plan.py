@@ -15,10 +15,10 @@ EXP = os.path.join(TOP, "experiments")
 # After the eval: the plan's scalars and arrays, one NAME=VALUE per NUL-separated field
 DUMP = r"""
 for v in PLAN_ACTION PLAN_STATUS PLAN_MSG KERNEL ACCEL OUT OUT_SET MTU_OPT KTAP QUICK ALL NAMED \
-		RS_ALLOW_FOREIGN; do
+		RS_ALLOW_FOREIGN ROTATE_NOTE; do
 	printf '%s=%s\0' "$v" "${!v-}"
 done
-for a in PLAN RUN_UNITS SKIPPED NAMED_UNITS GUEST_UNITS; do
+for a in PLAN RUN_UNITS SKIPPED NAMED_UNITS GUEST_UNITS VM_ORDER; do
 	declare -n arr=$a
 	printf '%s=%s\0' "$a" "${arr[*]}"
 	unset -n arr
@@ -129,3 +129,36 @@ def test_the_installed_program_is_named_in_its_lines():
     r = subprocess.run(["/usr/bin/python3", "-S", PLAN_PY, "--as", "tcplab", EXP, "--bogus"],
                        capture_output=True, text=True, timeout=30)
     assert "PLAN_MSG='unknown option '\"'\"'--bogus'\"'\"' (see tcplab --help)'" in r.stdout
+
+
+@pytest.mark.parametrize("which,order", [
+    ("0/4", "a b c d e f"),
+    ("1/4", "b c d e f a"),     # the sum 800: 1/4 is 200, passed inside b (30..230)
+    ("2/4", "c d e f a b"),     # 400, inside c (230..530)
+    ("3/4", "d e f a b c"),     # 600, inside d (530..680)
+    ("1/1", "a b c d e f"),
+])
+def test_rotate_starts_where_the_limits_pass_i_over_n(which, order):
+    import sys
+    sys.path.insert(0, os.path.dirname(PLAN_PY))
+    import tcplab_plan
+    i, n = map(int, which.split("/"))
+    limits = dict(a=30, b=200, c=300, d=150, e=100, f=20)
+    assert tcplab_plan.rotate(list("abcdef"), limits, i, n) == order.split()
+
+
+def test_a_guest_side_by_side_runs_its_units_from_another_point():
+    """TCPLAB_ROTATE=I/N (tcplab_all.py sets it for the I-th of N guests): the guest's order,
+    and the line that says so; a bad value is refused before anything starts."""
+    units = ["p01-machine", "p01-strace", "p01-connect-time"]
+    p, _ = plan("--kernel", "6.1", *units)
+    assert p["VM_ORDER"].split() == units and p["ROTATE_NOTE"] == ""
+    p, _ = plan("--kernel", "6.1", *units, env={"TCPLAB_ROTATE": "2/3"})
+    assert p["RUN_UNITS"].split() == units
+    assert p["VM_ORDER"].split() in (units[1:] + units[:1], units[2:] + units[:2])
+    assert p["ROTATE_NOTE"] == (f"units in turn from {p['VM_ORDER'].split()[0]} "
+                                "(TCPLAB_ROTATE=2/3: guest 3 of 3 side by side)")
+    for bad in ("3/3", "1/0", "x", "1/100", "1/3\n"):
+        p, _ = plan("--kernel", "6.1", *units, env={"TCPLAB_ROTATE": bad})
+        assert (p["PLAN_ACTION"], p["PLAN_STATUS"]) == ("die", "2"), bad
+        assert p["PLAN_MSG"] == f"TCPLAB_ROTATE={bad}: want I/N, 0 <= I < N <= 99"

@@ -18,15 +18,16 @@ run by hand.
    own traps stop its QEMU, units and namespaces and remove its temporary directory); a group
    still there after STOP_WAIT_S gets SIGKILL (its QEMU dies with it: setpriv --pdeathsig).
 4. Side by side, the I-th of N guests starts its units at another point of their order
-   (TCPLAB_ROTATE=I/N, run.sh's run_vm: where the units' limit_s, summed, pass I/N of their
-   sum), so that the guests' long waits on TCP timers do not all fall at once.  While two or
-   more guests run, the one furthest behind runs at the CPU priority it started with and the
-   others at BEHIND_NICE higher (nicer), re-decided every BALANCE_S: the guests run the same
-   units, so the one with the least work done (the limit_s of its finished units, summed; of
-   equals, the one whose current unit started last) holds up the matrix's end.  Every
-   thread of every process of a guest's run is reniced (setpriority on each /proc/PID/task/TID:
-   a process's nice value is its threads', and QEMU's vCPU is a thread).  The host's run keeps
-   its priority: its timing units (connect-modes, poll-scaling) are not emulated.
+   (TCPLAB_ROTATE=I/N, tcplab_plan.py's rotate_plan: where the units' limit_s, summed,
+   pass I/N of their sum), so that the guests' long waits on TCP timers do not all fall at
+   once.  While two or more guests run, the one furthest behind runs at the CPU priority it
+   started with and the others at BEHIND_NICE higher (nicer), re-decided every BALANCE_S: the
+   guests run the same units, so the one with the least work done (the limit_s of its finished
+   units, summed; of equals, the one whose current unit started last) holds up the matrix's
+   end.  Every thread of every process of a guest's run is reniced (setpriority on each
+   /proc/PID/task/TID: a process's nice value is its threads', and QEMU's vCPU is a thread).
+   The host's run keeps its priority: its timing units (connect-modes, poll-scaling) are not
+   emulated.
 5. One summary line per kernel (release, units ok/failed/skipped, wall time); exit 0 when every
    child exited 0, else the worst child's status (worst first: 1 failed, 2 usage, 4 skipped).
 
@@ -361,7 +362,7 @@ def main(argv):
         guests = []
         for i, k in enumerate(KERNELS):
             # side by side, each guest starts its units at another point of their order
-            # (run.sh's run_vm, rotate_units): their long timer waits then fall apart
+            # (tcplab_plan.py's rotate_plan): their long timer waits then fall apart
             genv = dict(env, TCPLAB_ROTATE=f"{i % n}/{n}") if n > 1 else env
             g = Job(k, [o.run_sh, "--kernel", k] + child_args(o, k) +
                     (["--out", os.path.join(o.out, releases[k])] if o.out else []), genv)

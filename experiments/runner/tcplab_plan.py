@@ -24,6 +24,8 @@ the namespaces, the units, the guests, the reports.
           RUN_UNITS     the units to run: PLAN less the ones skipped before the run
           NAMED, NAMED_UNITS, GUEST_UNITS   names given; for --kernel all, the ones a guest runs
           SKIPPED, WHY  the units skipped before the run ("skipped: REASON")
+          VM_ORDER, ROTATE_NOTE   --kernel VER: the order the guest runs RUN_UNITS in
+                        (TCPLAB_ROTATE=I/N, set by --kernel all), and the line that says so
         The progress lines a decision makes (a unit skipped, or on the host only) go to stderr
         as run.sh's log prints them.  Exit 0; anything else is a bug here (run.sh stops).
 
@@ -284,6 +286,7 @@ class Plan:
         self.plan, self.run, self.named_units, self.guest_units = [], [], [], []
         self.skipped, self.why = [], {}
         self.table_code, self.knob_code = "", ""
+        self.vm_order, self.rotate_note = [], ""
 
     def skip(self, u, why, said):
         """U skipped before the run: WHY for its outputs and KTAP, SAID as its progress line."""
@@ -385,6 +388,41 @@ def decide(o, t, p, environ):
             raise Stop(EXIT_SKIP, "every unit selected needs root")
         units = can
     p.run = units
+    if vm:
+        rotate_plan(t, p, environ.get("TCPLAB_ROTATE", ""))
+
+
+def rotate(units, limit, i, n):
+    """UNITS in the same order, starting from the one in which their limits, summed in order,
+    pass I/N of their sum (the limits stand for the units' lengths, not known before they run)."""
+    total, passed, k = sum(limit[u] for u in units), 0, 0
+    for u in units:
+        if (passed + limit[u]) * n > total * i:
+            break
+        passed += limit[u]
+        k += 1
+    k = k if k < len(units) else 0
+    return units[k:] + units[:k]
+
+
+def rotate_plan(t, p, spec):
+    """A guest's order of its units: under --kernel all, the I-th of N guests side by side gets
+    TCPLAB_ROTATE=I/N (experiments/guest/tcplab_all.py) and starts its units at another point
+    of the same order, so that their long waits on TCP timers fall at different times and one
+    guest's wait is another's CPU (docs/kernel-matrix.md, "All kernels at once")."""
+    p.vm_order = list(p.run)
+    if not spec:
+        return
+    m = re.fullmatch(r"([0-9]+)/([1-9][0-9]?)", spec)
+    if not m or int(m.group(1)) >= int(m.group(2)):
+        raise Stop(EXIT_USAGE, f"TCPLAB_ROTATE={spec}: want I/N, 0 <= I < N <= 99")
+    i, n = int(m.group(1)), int(m.group(2))
+    if len(p.run) < 2:
+        return
+    p.vm_order = rotate(p.run, {u: int(t.cols["limit_s"][u]) for u in p.run}, i, n)
+    if p.vm_order[0] != p.run[0]:
+        p.rotate_note = (f"units in turn from {p.vm_order[0]} (TCPLAB_ROTATE={spec}: guest "
+                         f"{i + 1} of {n} side by side)")
 
 
 def select(o, t, p, vm):
@@ -458,7 +496,8 @@ def shell(o, p):
         if o.foreign:
             out.append("RS_ALLOW_FOREIGN=1")
     out += [arr("PLAN", p.plan), arr("RUN_UNITS", p.run), arr("GUEST_UNITS", p.guest_units),
-            arr("SKIPPED", p.skipped)]
+            arr("SKIPPED", p.skipped), arr("VM_ORDER", p.vm_order),
+            f"ROTATE_NOTE={q(p.rotate_note)}"]
     out += [f"WHY[{q(u)}]={q(w)}" for u, w in p.why.items()]
     out += [f"PLAN_TEXT={q(p.text)}", f"PLAN_STATUS={p.status}", f"PLAN_MSG={q(p.msg)}",
             f"PLAN_ACTION={p.action}"]
