@@ -222,6 +222,44 @@ def test_vm_sh_wants_a_table_line(tmp_path):
     assert r.returncode == 2 and "no line in" in r.stderr, r.stderr
 
 
+def vm_sh(exp, tmp_path, *units, env=None):
+    """vm.sh 6.1 RAW UNITS with EXP's table (and ENV): what it says before any boot."""
+    env = dict(os.environ, TCPLAB_EXPERIMENTS=str(exp), **(env or {}))
+    return subprocess.run([os.path.join(TOP, "experiments", "guest", "vm.sh"), "6.1",
+                           str(tmp_path / "raw"), *units], capture_output=True, text=True,
+                          timeout=30, env=env)
+
+
+def test_vm_sh_refuses_a_bad_guest_line(tmp_path):
+    """A guest need the table's parser does not know is refused before any kernel is fetched:
+    the parser's line, then vm.sh's, exit 2, nothing written."""
+    exp = copy_experiments(tmp_path)
+    with open(exp / "units", "a") as f:
+        f.write("\n# guest: p01-machine: names ktls: a typo\n")
+    r = vm_sh(exp, tmp_path, "p01-machine")
+    n = len((exp / "units").read_text().splitlines())
+    assert r.returncode == 2, r.stderr
+    assert r.stderr == (f"run.sh: {exp}/units:{n}: guest need 'ktls' of p01-machine: want tls, "
+                        "names, bin:PROGRAM or host:PROGRAM\n"
+                        f"vm.sh: cannot use the unit table {exp}/units (above)\n")
+    assert not (tmp_path / "raw").exists()
+
+
+def test_vm_sh_wants_a_unit_s_bin_program_built(tmp_path, bindir):
+    """A bin:PROGRAM need whose program is not in build/bin is one line, exit 1, before any
+    boot (a typo in the table would otherwise ship nothing and fail in the guest)."""
+    exp = copy_experiments(tmp_path)
+    with open(exp / "units", "a") as f:
+        f.write("\n# guest: p01-machine: bin:no_such_prog: the test's\n")
+    r = vm_sh(exp, tmp_path, "p01-machine", env={"TCPLAB_BIN": bindir})
+    if r.returncode == 4:
+        pytest.skip(r.stderr.strip())
+    assert (r.returncode, r.stderr) == (
+        1, f"vm.sh: {bindir}/no_such_prog, which a unit's guest line needs (bin:no_such_prog), "
+           "does not exist: run make first\n")
+    assert not (tmp_path / "raw").exists()
+
+
 # ---- adding an experiment: one line, one collect script, one report -----------------------------
 
 HELLO_SH = """#!/bin/sh

@@ -3,11 +3,13 @@ table is one line, run.sh's words, exit 1 and nothing on stdout, from the module
 ./run.sh --list alike; what `shell` prints is inert data for bash's eval; and the arrays run.sh
 gets are the table tcplab.read_units() returns."""
 import os
+import re
 import subprocess
 
 import pytest
 
 import tcplab
+import tcplab_units     # experiments/runner/, on the path since tcplab imports it
 from conftest import TOP
 
 RUN = os.path.join(TOP, "run.sh")
@@ -98,6 +100,37 @@ BAD = {
     "mtu-min-above-mtu": (GOOD + "# mtu min: wired: 1500: why\n",
                           ": wired: netns wire:1400 is below its mtu min 1500"),
     "no-unit": ("# nothing\n\n", " lists no unit"),
+    "guest-form": (GOOD + "# guest: one: tls\n",
+                   ":5: guest: want '# guest: UNIT: NEED...: why', each NEED tls, names, "
+                   "bin:PROGRAM or host:PROGRAM, one blank between them"),
+    "guest-blanks": (GOOD + "# guest: one: tls  names: why\n",
+                     ":5: guest: want '# guest: UNIT: NEED...: why', each NEED tls, names, "
+                     "bin:PROGRAM or host:PROGRAM, one blank between them"),
+    "guest-unknown": (GOOD + "# guest: one: tls ktls: why\n",
+                      ":5: guest need 'ktls' of one: want tls, names, bin:PROGRAM or host:PROGRAM"),
+    "guest-kind-alone": (GOOD + "# guest: one: bin: why\n",
+                         ":5: guest need 'bin' of one: want tls, names, bin:PROGRAM or "
+                         "host:PROGRAM"),
+    "guest-tab": (GOOD + "# guest: one: names\ttls: why\n",
+                  ":5: guest need 'names\ttls' of one: want tls, names, bin:PROGRAM or "
+                  "host:PROGRAM"),
+    "guest-bin-path": (GOOD + "# guest: one: bin:../bin/sh: why\n",
+                       ":5: guest need 'bin:../bin/sh' of one: want bin:PROGRAM, a build/bin "
+                       "program's name (a-z, then a-z, 0-9 and '_')"),
+    "guest-bin-dash": (GOOD + "# guest: one: bin:curl-pool: why\n",
+                       ":5: guest need 'bin:curl-pool' of one: want bin:PROGRAM, a build/bin "
+                       "program's name (a-z, then a-z, 0-9 and '_')"),
+    "guest-host-path": (GOOD + "# guest: one: host:/usr/sbin/nginx: why\n",
+                        ":5: guest need 'host:/usr/sbin/nginx' of one: want host:PROGRAM, a "
+                        "program's name (no path: the guest gets the one PATH finds)"),
+    "guest-need-twice": (GOOD + "# guest: one: host:curl names host:curl: why\n",
+                         ":5: guest need 'host:curl' of one named twice"),
+    "guest-line-twice": (GOOD + "# guest: one: tls: why\n# guest: one: names: why\n",
+                         ":6: guest needs of one declared twice (line 5 and this)"),
+    "guest-no-unit": ("# guest: nosuch: tls: why\n" + GOOD,
+                      ":2: guest needs for 'nosuch', which is no unit"),
+    "guest-qemu-no": ("one rep labs run no 1 30 no 1 no\n# guest: one: tls: why\n",
+                      ":3: guest needs for 'one', which runs in no guest (qemu no)"),
 }
 
 
@@ -246,6 +279,73 @@ def test_get_reads_the_rows_unchecked(tmp_path):
     assert (r.returncode, r.stdout, r.stderr) == (0, f"2\n30\n{exp}/ns2/ns2.sh\n", "")
     assert units_py("get", exp, "one", "netns").returncode == 3
     assert units_py("shell", exp).returncode == 1
+
+
+GUEST = (HEADER + GOOD + "# guest: one: names host:getent bin:curl_pool tls: why: with colons\n"
+         "# guest: wired: host:nginx bin:curl_pool bin:tls_peer: why\n")
+
+
+def test_get_answers_a_unit_s_guest_needs(tmp_path):
+    """vm.sh's lookup: the needs of the unit's "# guest:" line as one field, in the line's
+    order, an empty one for a unit without a line; guest-bins: every bin: program once."""
+    exp = make_exp(tmp_path, GUEST)
+    r = units_py("get", exp, "one", "netns", "guest", "limit_s")
+    assert (r.returncode, r.stdout, r.stderr) == (
+        0, "1\nnames host:getent bin:curl_pool tls\n30\n", "")
+    r = units_py("get", exp, "solo", "guest")
+    assert (r.returncode, r.stdout, r.stderr) == (0, "\n", "")
+    r = units_py("get", exp, "nosuch", "guest")
+    assert (r.returncode, r.stdout, r.stderr) == (3, "", "")
+    r = units_py("guest-bins", exp)
+    assert (r.returncode, r.stdout, r.stderr) == (0, "curl_pool\ntls_peer\n", "")
+    r = units_py("guest-bins", make_exp(tmp_path / "none", HEADER + GOOD))
+    assert (r.returncode, r.stdout, r.stderr) == (0, "", "")
+    # the table as run.sh reads it takes the same lines
+    assert tcplab_units.load(str(exp)).guest == {
+        "one": ["names", "host:getent", "bin:curl_pool", "tls"],
+        "wired": ["host:nginx", "bin:curl_pool", "bin:tls_peer"]}
+
+
+@pytest.mark.parametrize("case", ["guest-unknown", "guest-bin-path", "guest-host-path",
+                                  "guest-need-twice", "guest-line-twice"])
+def test_get_refuses_a_bad_guest_line(tmp_path, case):
+    """get reads the rows unchecked, but not the "# guest:" lines: vm.sh run by hand acts on
+    each need, so a bad one is refused as run.sh refuses it, whichever unit is asked for."""
+    table, tail = BAD[case]
+    exp = make_exp(tmp_path, HEADER + table)
+    want = f"run.sh: {exp}/units{tail}\n"
+    for args in (("get", exp, "solo", "guest"), ("get", exp, "one", "limit_s"),
+                 ("guest-bins", exp)):
+        r = units_py(*args)
+        assert (r.returncode, r.stdout, r.stderr) == (1, "", want)
+
+
+def test_the_real_table_s_guest_needs(tmp_path):
+    """Every bin: need of experiments/units is a program the Makefile builds (fixtures/NAME.c
+    or probes/NAME.c: the parser checks the name's form only, as an installed table has no
+    sources); the units that have always had needs still have them."""
+    t = tcplab_units.load(os.path.join(TOP, "experiments"))
+    for unit, needs in t.guest.items():
+        for need in needs:
+            if need.startswith("bin:"):
+                prog = need[4:]
+                assert any(os.path.isfile(os.path.join(TOP, d, prog + ".c"))
+                           for d in ("fixtures", "probes")), (unit, need)
+    assert t.guest["p09-curl-nginx"] == ["bin:curl_pool", "host:nginx", "host:tcpdump"]
+    assert all("tls" in t.guest[u] for u in t.names if u.startswith("p08-tls-"))
+    assert all("names" in t.guest[u] for u in t.names if u.startswith("p07-"))
+
+
+def test_vm_sh_knows_no_unit_by_name():
+    """A unit's guest needs are table lines: no line of vm.sh's code (comments aside) names a
+    unit of the table or a unit-name pattern such as p07-*."""
+    with open(os.path.join(TOP, "experiments", "guest", "vm.sh")) as f:
+        code = [(n, line) for n, line in enumerate(f, 1) if not line.lstrip().startswith("#")]
+    names = [u["unit"] for u in tcplab.read_units(os.path.join(TOP, "experiments", "units"))]
+    pattern = re.compile(r"\bp[0-9]{2}-|\b(" + "|".join(map(re.escape, names)) + r")\b")
+    named = [f"{n}: {line.strip()}" for n, line in code
+             if pattern.search(line.split(" #")[0].split("\t#")[0])]
+    assert named == []
 
 
 KNOBS = (HEADER + GOOD + "# knob: one: n: 3: 1..5: env TL_T_N: a number\n"

@@ -19,10 +19,11 @@
 # as a host run would.  When a unit's netns is wire or wire:MTU (experiments/units), the guest
 # also gets the wire: iproute2's ip and tc, nft, experiments/lib/wire.sh and the modules veth,
 # nf_tables, the nft expressions wire.sh uses and sch_netem (WIRE_MODULES); --mtu N overrides
-# the table's MTU for every wire unit, as run.sh --mtu does on the host.  A p07 unit also gets
-# the host's programs it runs (getent, dnsmasq, tcpdump, curl, nft: host_tools) and a small
-# /etc (host_tools_initramfs, names_initramfs; docs/kernel-matrix.md, "Per-namespace /etc in
-# the guest"); p09-curl-nginx gets the host's nginx and tcpdump the same way, and curl_pool.
+# the table's MTU for every wire unit, as run.sh --mtu does on the host.  What a unit needs
+# beyond that is its "# guest:" line in the unit table (guest_need): the kernel-TLS modules
+# (tls), the per-namespace /etc of the name units (names: names_initramfs; docs/kernel-matrix.md,
+# "Per-namespace /etc in the guest"), a build/bin program shipped to no other guest (bin:), the
+# host's own programs it runs and a small /etc for them (host:, host_tools_initramfs).
 # Writes RAWROOT/vm.txt (key=value: the packages and versions, accel, kernel release, boot
 # time, status) and RAWROOT/vm-console.log.  TCPLAB_SIDE_BY_SIDE=N (run.sh --kernel all: N
 # guests ran at once) adds side_by_side=N to vm.txt, and so to each unit's caveat
@@ -67,22 +68,22 @@ WIRE_MODULES=(veth nf_tables nft_numgen nft_reject_inet sch_netem)
 # bottleneck), the ingress qdisc, u32 and mirred with the ifb device (p04-slow-start hands the
 # server's input to the bottleneck), and bbr for TCP_CONGESTION (a bare initramfs autoloads none).
 WIRE_MODULES_IF_SHIPPED=(nft_counter sch_tbf sch_ingress cls_u32 act_mirred ifb tcp_bbr)
-# Kernel TLS (the p08-tls units): the tls ULP, and what its software crypto asks the crypto API
+# Kernel TLS (the tls need): the tls ULP, and what its software crypto asks the crypto API
 # for by name when TLS_TX/TLS_RX set a key (crypto_alloc_aead("gcm(aes)"), "ccm(aes)",
 # "rfc7539(chacha20,poly1305)"): gcm with its depends= (aead, gf128mul, ...), ctr and
 # ghash-generic where they are modules, and chacha20poly1305.  A bare initramfs has no modprobe
 # for the kernel's request_module().  Each where the package ships it: 5.10's cloud kernel has no
 # CONFIG_TLS, and the unit then reports kernel TLS skipped with the kernel's ENOENT.  Loaded only
-# when a p08-tls unit is selected.
+# when a selected unit needs tls (its "# guest:" line).
 TLS_MODULES_IF_SHIPPED=(tls gcm ctr ghash_generic chacha20poly1305)
-# The p07 units (experiments/p07-names) and p09-curl-nginx run some of the host's own programs
-# beside tcplab's, shipped as build/bin's are, each with the libraries ldd names (host_tools).
+# Some units run host programs beside tcplab's (host:PROGRAM in their "# guest:" line: dnsmasq,
+# tcpdump, nginx...), shipped as build/bin's are, each with the libraries ldd names.
 # dnsmasq drops to the user nobody and tcpdump to tcpdump, and each refuses to start when the
 # user is not in /etc/passwd; nginx looks up the user of its configuration's `user root;` and
 # its group of the same name (getpwnam, getgrnam: "getpwnam(\"root\") failed" and it ends):
 # the guest's /etc gets the host's own lines for them (HOST_USERS, HOST_GROUPS).
-# A unit that runs nft without the wire (p07-happy-eyeballs: nft in its host_tools) needs
-# nf_tables, and nft_counter where the package ships it (its counter: 5.10, as for the wire).
+# A unit that runs nft without the wire (host:nft) needs nf_tables, and nft_counter where the
+# package ships it (its counter: 5.10, as for the wire).
 HOST_USERS='^(root|nobody|tcpdump):'
 HOST_GROUPS='^(root|nogroup|tcpdump):'
 NFT_MODULES=(nf_tables)
@@ -102,10 +103,10 @@ TIMEOUT=""
 MTU_OPT=""
 MTU_SET=""
 WIRE=""
-KTLS=""
+KTLS=""				# guest needs of the selected units (guest_need)
 NAMES=""
-CURL_POOL=""
-declare -A HOST_TOOLS=()
+declare -A SHIP_BINS=() HOST_TOOLS=()
+declare -A ONLY_IF_NEEDED=()	# build/bin programs some unit's line names as bin:PROGRAM
 VERBOSE=0
 RESOLVE=""
 WORK=""
@@ -214,7 +215,7 @@ parse_args() {
 		[[ $u =~ ^[A-Za-z0-9][A-Za-z0-9._-]*$ ]] || fail 2 "unit name '$u' is not a plain name"
 		unit_lookup "$u" || case $? in
 			3) fail 2 "$u: no line in $EXPDIR/units" ;;
-			*) fail 2 "cannot read the unit table $EXPDIR/units (above)" ;;
+			*) fail 2 "cannot use the unit table $EXPDIR/units (above)" ;;
 			esac
 		[ -f "$(unit_script "$u")" ] || fail 2 "no $(unit_script "$u")"
 		netns=$(unit_netns "$u")
@@ -223,28 +224,29 @@ parse_args() {
 		wire | wire:[1-9]*) WIRE=1 ;;
 		*) fail 2 "$u: netns '$netns' cannot run in the guest (1, wire or wire:MTU)" ;;
 		esac
-		case $u in p08-tls-*) KTLS=1 ;; esac
-		case $u in p07-*) NAMES=1 ;; esac
-		case $u in p09-curl-nginx) CURL_POOL=1 ;; esac
-		for t in $(host_tools "$u"); do
-			HOST_TOOLS[$t]=1
+		for t in ${UNIT_GUEST[$u]}; do
+			guest_need "$u" "$t"
 		done
+	done
+	local bins
+	bins=$(/usr/bin/python3 "$TOP/experiments/runner/tcplab_units.py" guest-bins "$EXPDIR") ||
+		fail 2 "cannot use the unit table $EXPDIR/units (above)"
+	for t in $bins; do
+		ONLY_IF_NEEDED[$t]=1
 	done
 }
 
-# host_tools UNIT: the host's programs a unit runs in the guest: getent (libc-bin: the
-# cross-check of getaddrinfo()'s order) in each p07 unit; dnsmasq and tcpdump (the DNS server,
-# and the decode of its packets) in the DNS units; curl and nft (the racing client people meet,
-# and the rule that drops the SYNs to [::1]) in p07-happy-eyeballs; nginx (the server of
-# Debian's nginx-light: its configuration loads no dynamic module and includes no file) and
-# tcpdump (the reading of each part's .pcap) in p09-curl-nginx.  Only for a unit selected:
-# curl's libraries alone are about 10 MB that every TCG boot would unpack.
-host_tools() {
-	case $1 in
-	p07-dns-*) echo getent dnsmasq tcpdump ;;
-	p07-happy-eyeballs) echo getent curl nft ;;
-	p07-*) echo getent ;;
-	p09-curl-nginx) echo nginx tcpdump ;;
+# guest_need UNIT NEED: one need of UNIT's "# guest:" line (experiments/units, whose parser
+# checked it) noted for build_initramfs.  Each only for a unit selected that needs it: the
+# libraries of curl_pool or of Debian's curl alone are about 10 MB that every TCG boot would
+# unpack.
+guest_need() {
+	case $2 in
+	tls) KTLS=1 ;;
+	names) NAMES=1 ;;
+	bin:?*) SHIP_BINS[${2#bin:}]=1 ;;
+	host:?*) HOST_TOOLS[${2#host:}]=1 ;;
+	*) fail 2 "$1: guest need '$2' in $EXPDIR/units: want tls, names, bin:PROGRAM or host:PROGRAM" ;;
 	esac
 }
 
@@ -266,6 +268,9 @@ check_tools() {
 		skip "--accel kvm: /dev/kvm is not usable here"
 	fi
 	[ -d "$BINDIR" ] || fail 1 "$BINDIR does not exist: run make first"
+	for t in "${!SHIP_BINS[@]}"; do
+		[ -x "$BINDIR/$t" ] || fail 1 "$BINDIR/$t, which a unit's guest line needs (bin:$t), does not exist: run make first"
+	done
 }
 
 # The newest kernel already unpacked in the cache for VERSION, either layout; empty when none.
@@ -506,15 +511,17 @@ copy_with_libs() {
 # parser (docs/design.md, "Layout"): unit_lookup UNIT, run for each unit as the arguments are
 # checked, keeps the unit's limit_s, collect script and netns, from its line as it is (run.sh
 # checked the table; vm.sh checks what it needs itself); else 3 when the unit has no line there
-# (or one whose limit_s is no number), 1 when the table cannot be read (said on stderr).
-declare -A UNIT_LIMIT=() UNIT_SCRIPT=() UNIT_NETNS=()
+# (or one whose limit_s is no number), 1 when the table cannot be read or a "# guest:" line
+# is bad (said on stderr).
+declare -A UNIT_LIMIT=() UNIT_SCRIPT=() UNIT_NETNS=() UNIT_GUEST=()
 unit_lookup() {
 	local f v
-	f=$(/usr/bin/python3 "$TOP/experiments/runner/tcplab_units.py" get "$EXPDIR" "$1" limit_s script netns) ||
+	f=$(/usr/bin/python3 "$TOP/experiments/runner/tcplab_units.py" get "$EXPDIR" "$1" limit_s script netns guest) ||
 		return
 	mapfile -t v <<< "$f"
 	[[ ${v[0]} =~ ^[1-9][0-9]*$ ]] || return 3
-	UNIT_LIMIT[$1]=${v[0]} UNIT_SCRIPT[$1]=${v[1]} UNIT_NETNS[$1]=${v[2]}
+	# guest is last: a unit without a "# guest:" line has it empty, a line $(...) drops
+	UNIT_LIMIT[$1]=${v[0]} UNIT_SCRIPT[$1]=${v[1]} UNIT_NETNS[$1]=${v[2]} UNIT_GUEST[$1]=${v[3]:-}
 }
 
 # A unit's limit_s; empty when the unit has no line in the unit table.
@@ -580,10 +587,11 @@ build_initramfs() {
 	# /usr/bin/busybox or /bin/busybox, both /bin/busybox in the guest: usr/bin is a link to bin)
 	/bin/busybox --install -s "$DEST/bin"
 	local a f progs=()
-	# curl_pool only for p09-curl-nginx, the one unit that runs it: the shared libraries only it
-	# needs (libcurl and what that links) are about 10 MB that every TCG boot would unpack
+	# a program named by some unit's bin: need (curl_pool) only when a selected unit needs it:
+	# the shared libraries only it needs (libcurl and what that links) are about 10 MB
 	for f in "$BINDIR"/*; do
-		case ${f##*/} in curl_pool) [ -n "$CURL_POOL" ] || continue ;; esac
+		a=${f##*/}
+		[ -z "${ONLY_IF_NEEDED[$a]:-}" ] || [ -n "${SHIP_BINS[$a]:-}" ] || continue
 		if [ -f "$f" ] && [ -x "$f" ]; then progs+=("$f"); fi
 	done
 	[ ${#progs[@]} -eq 0 ] || copy_with_libs "$DEST/tcplab/bin" "${progs[@]}"
@@ -634,9 +642,9 @@ build_initramfs() {
 	(cd "$DEST" && find . -print0 | cpio --null -o -H newc -R 0:0 --quiet) | gzip -1 >"$WORK/initrd.gz"
 }
 
-# host_tools_initramfs: host_tools' programs the host has (one it lacks stays out, and the
-# unit skips itself as it does on the host), and /etc/passwd and /etc/group with the host's
-# own lines of HOST_USERS and HOST_GROUPS.
+# host_tools_initramfs: the host:PROGRAM needs' programs the host has (one it lacks stays out,
+# and the unit skips itself as it does on the host), and /etc/passwd and /etc/group with the
+# host's own lines of HOST_USERS and HOST_GROUPS.
 host_tools_initramfs() {
 	local t p tools=()
 	for t in "${!HOST_TOOLS[@]}"; do
@@ -650,11 +658,12 @@ host_tools_initramfs() {
 	grep -E "$HOST_GROUPS" /etc/group >"$DEST/etc/group" || fail 1 "no $HOST_GROUPS line in /etc/group"
 }
 
-# names_initramfs: what else the p07 units need in the guest: etc-exec.sh (collect.sh's
-# tl_netns_etc there), wire.sh (p07-happy-eyeballs' nft rule: wire_fault), and the host's
-# /etc/host.conf, which ip netns exec leaves the host's: Debian's says `multi on`, so glibc's
-# files backend answers every address of a name in /etc/hosts; without it, only the first (a
-# 6.1 guest without it: "localhost" 127.0.0.1 alone, he.p07.test ::1 alone).
+# names_initramfs: what the names need brings, for a unit that gives its namespace /etc files
+# of its own: etc-exec.sh (collect.sh's tl_netns_etc there), wire.sh (wire_fault, for a unit
+# with an nft rule but no wire), and the host's /etc/host.conf, which ip netns exec leaves the
+# host's: Debian's says `multi on`, so glibc's files backend answers every address of a name in
+# /etc/hosts; without it, only the first (a 6.1 guest without it: "localhost" 127.0.0.1 alone,
+# a name given ::1 and 127.0.0.1 ::1 alone).
 names_initramfs() {
 	cp "$EXPDIR/lib/etc-exec.sh" "$EXPDIR/lib/wire.sh" "$DEST/tcplab/experiments/lib/"
 	mkdir -p "$DEST/etc"

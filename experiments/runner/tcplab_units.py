@@ -2,7 +2,8 @@
 """tcplab_units — the unit table (experiments/units): the one parser of it.
 
 run.sh (its load_units evals `tcplab_units.py shell EXPDIR`), experiments/guest/vm.sh
-(`tcplab_units.py get EXPDIR UNIT FIELD...`, the rows only) and the tests and reports (tcplab.read_units(),
+(`tcplab_units.py get EXPDIR UNIT FIELD...` and `guest-bins EXPDIR`: the rows and the
+"# guest:" lines only) and the tests and reports (tcplab.read_units(),
 which imports this module) all read the table through here; its columns and comment lines are
 explained in the table's own header.  A bad table is one message naming the file and line (the
 words run.sh has always printed), the first bad thing found, in file order.
@@ -12,10 +13,17 @@ words run.sh has always printed), the first bad thing found, in file order.
         a bad table: "run.sh: MESSAGE" on stderr, nothing on stdout, exit 1
     tcplab_units.py get EXPDIR UNIT FIELD...
         each FIELD of UNIT on a line of its own: a column of the table (unit, report, set,
-        quick, alone, expect_s, limit_s, root, netns, qemu) or script (its collect script);
+        quick, alone, expect_s, limit_s, root, netns, qemu), script (its collect script) or
+        guest (the needs of its "# guest:" line, separated by blanks; empty without one);
         exit 3 and nothing printed when UNIT has no line of ten columns; the table is not
         checked (rows() below): vm.sh, started by run.sh, which checked it, makes its own
-        checks and its own refusals (a netns it cannot give, a script not there)
+        checks and its own refusals (a netns it cannot give, a script not there); but its
+        "# guest:" lines are, as load() checks them (a bad one: as shell, exit 1): vm.sh acts
+        on each need, and one run.sh never saw (vm.sh run by hand) must not pass unread
+    tcplab_units.py guest-bins EXPDIR
+        every PROGRAM the table's "# guest:" lines name as bin:PROGRAM, one a line: the
+        build/bin programs vm.sh ships only to a guest whose units need them; the "# guest:"
+        lines checked as by get
 
     tcplab_units.py knobs EXPDIR [--export] [--set NAME=VALUE]... -- UNIT...
         the knobs of UNIT... (run.sh: the units named, else every unit) resolved, each from
@@ -51,6 +59,13 @@ _NUM_RANGE = re.compile(r"(0|[1-9][0-9]{0,8})\.\.(0|[1-9][0-9]{0,8})")
 _WORD_RANGE = re.compile(r"[a-z0-9_-]+(\|[a-z0-9_-]+)+")
 _KNOB_NUM = re.compile(r"0|[1-9][0-9]{0,8}")
 _KNOB_WORD = re.compile(r"[a-z0-9_-]+")
+# the needs end at the first ": " (no need has one): what follows is why, for the reader
+_GUEST = re.compile(r"# guest: (" + _UNIT + r"): (.+?): ([^ ].*)", re.S)
+# a need's PROGRAM: bin: a build/bin program (fixtures/NAME.c, probes/NAME.c: the Makefile's
+# names); host: a program vm.sh looks up in the host's PATH and /usr/sbin, so a name, no path
+_GUEST_BIN = re.compile(r"[a-z][a-z0-9_]*")
+_GUEST_HOST = re.compile(r"[a-z0-9][a-z0-9._+-]*")
+GUEST_NEEDS = "tls, names, bin:PROGRAM or host:PROGRAM"
 
 # (column, regex, what it must be), checked in this order after the column count
 _CHECKS = (
@@ -107,6 +122,8 @@ class Table:
         self.k_range = {}
         self.k_env = {}
         self.k_what = {}
+        self.guest = {}             # unit -> [need, ...] of its "# guest:" line
+        self.guest_line = {}        # unit -> the number of that line
 
     def row(self, unit):
         """One unit's columns as strings, as written in the table; None: no such unit."""
@@ -136,6 +153,44 @@ def _knob_line(t, line):
     t.k_range[key], t.k_env[key], t.k_what[key] = rng, m.group(6) or "", m.group(7)
     t.k_default[key] = default
     t.knobs.setdefault(u, []).append(k)
+
+
+def guest_line(line):
+    """One "# guest: UNIT: NEED...: why" line's (UNIT, [need, ...]), each need checked; else
+    TableError's words.
+    The needs: tls (the kernel-TLS modules), names (the per-namespace /etc of p07's kind),
+    bin:PROGRAM (a build/bin program shipped only for the units that name it), host:PROGRAM
+    (a host program with its libraries); vm.sh's guest_need says what each brings."""
+    m = _GUEST.fullmatch(line)
+    if not m or "" in m.group(2).split(" "):
+        raise TableError(f"guest: want '# guest: UNIT: NEED...: why', each NEED {GUEST_NEEDS}, "
+                         "one blank between them")
+    u, needs = m.group(1), m.group(2).split(" ")
+    for i, need in enumerate(needs):
+        kind, _, prog = need.partition(":")
+        if need in ("tls", "names"):
+            pass
+        elif kind == "bin" and prog:
+            if not _GUEST_BIN.fullmatch(prog):
+                raise TableError(f"guest need '{need}' of {u}: want bin:PROGRAM, a build/bin "
+                                 "program's name (a-z, then a-z, 0-9 and '_')")
+        elif kind == "host" and prog:
+            if not _GUEST_HOST.fullmatch(prog):
+                raise TableError(f"guest need '{need}' of {u}: want host:PROGRAM, a program's "
+                                 "name (no path: the guest gets the one PATH finds)")
+        else:
+            raise TableError(f"guest need '{need}' of {u}: want {GUEST_NEEDS}")
+        if need in needs[:i]:
+            raise TableError(f"guest need '{need}' of {u} named twice")
+    return u, needs
+
+
+def _guest_line(t, line, n):
+    """One "# guest:" line into T (line N); else TableError's words."""
+    u, needs = guest_line(line)
+    if u in t.guest:
+        raise TableError(f"guest needs of {u} declared twice (line {t.guest_line[u]} and this)")
+    t.guest[u], t.guest_line[u] = needs, n
 
 
 def _unit_line(t, exp, name, words, files):
@@ -214,6 +269,12 @@ def load(exp, path=None, files=True):
             except TableError as e:
                 raise TableError(f"{path}:{n}: {e}") from None
             continue
+        if line.startswith("# guest:"):
+            try:
+                _guest_line(t, line, n)
+            except TableError as e:
+                raise TableError(f"{path}:{n}: {e}") from None
+            continue
         words = _words(line)
         if not words or words[0].startswith("#"):
             continue
@@ -225,6 +286,12 @@ def load(exp, path=None, files=True):
     for name in t.knobs:
         if name not in t.cols["set"]:
             raise TableError(f"{path}: a knob for '{name}', which is no unit")
+    for name, n in t.guest_line.items():
+        if name not in t.cols["set"]:
+            raise TableError(f"{path}:{n}: guest needs for '{name}', which is no unit")
+        if t.cols["qemu"][name] != "yes":
+            raise TableError(f"{path}:{n}: guest needs for '{name}', which runs in no guest "
+                             "(qemu no)")
     for name, least in t.mtu_min.items():
         if name not in t.mtu:
             raise TableError(f"{path}: mtu min for '{name}', which is no wire unit (netns wire)")
@@ -243,6 +310,30 @@ def rows(path):
         words = _words(line)
         if len(words) == len(COLUMNS) and not words[0].startswith("#") and words[0] not in out:
             out[words[0]] = dict(zip(COLUMNS, words))
+    return out
+
+
+def guests(path):
+    """The table's "# guest:" lines, checked as load() checks them but for their units (get's
+    table is not checked): {unit: [need, ...]}; TableError naming the file and line, OSError
+    when it cannot be read."""
+    with open(path, "rb") as f:
+        lines = f.read().decode("utf-8", "surrogateescape").split("\n")
+    t = Table()
+    for n, line in enumerate(lines, 1):
+        if line.startswith("# guest:"):
+            try:
+                _guest_line(t, line, n)
+            except TableError as e:
+                raise TableError(f"{path}:{n}: {e}") from None
+    return t.guest
+
+
+def guest_bins(needs):
+    """The PROGRAMs of NEEDS' bin:PROGRAM words ({unit: [need, ...]}), each once, in order."""
+    out = []
+    for words in needs.values():
+        out += [w[4:] for w in words if w.startswith("bin:") and w[4:] not in out]
     return out
 
 
@@ -365,31 +456,42 @@ def _write(stream, text):
 def main(argv):
     usage = ("usage: tcplab_units.py shell EXPDIR\n"
              "       tcplab_units.py get EXPDIR UNIT FIELD...\n"
+             "       tcplab_units.py guest-bins EXPDIR\n"
              "       tcplab_units.py knobs EXPDIR [--export] [--set NAME=VALUE]... -- UNIT...\n")
     if len(argv) == 3 and argv[1] == "shell":
         mode = "shell"
     elif len(argv) >= 4 and argv[1] == "knobs":
         return _knobs_main(argv)
+    elif len(argv) == 3 and argv[1] == "guest-bins":
+        mode = "guest-bins"
     elif len(argv) >= 5 and argv[1] == "get":
         mode = "get"
-        bad = [f for f in argv[4:] if f not in COLUMNS and f != "script"]
+        bad = [f for f in argv[4:] if f not in COLUMNS and f not in ("script", "guest")]
         if bad:
-            _write(sys.stderr, f"tcplab_units.py: no field '{bad[0]}' (want script or one of "
-                               f"{', '.join(COLUMNS)})\n")
+            _write(sys.stderr, f"tcplab_units.py: no field '{bad[0]}' (want script, guest or "
+                               f"one of {', '.join(COLUMNS)})\n")
             return 2
     else:
         _write(sys.stderr, usage)
         return 2
     exp = argv[2]
-    if mode == "get":
+    if mode in ("get", "guest-bins"):
         try:
-            r = rows(f"{exp}/units").get(argv[3])
+            needs = guests(f"{exp}/units")
+            r = rows(f"{exp}/units").get(argv[3]) if mode == "get" else None
         except OSError:
             _write(sys.stderr, f"{PROG}: cannot read the unit table {exp}/units\n")
             return 1
+        except TableError as e:
+            _write(sys.stderr, f"{PROG}: {e}\n")
+            return 1
+        if mode == "guest-bins":
+            _write(sys.stdout, "".join(p + "\n" for p in guest_bins(needs)))
+            return 0
         if r is None:
             return 3
         r["script"] = collect_script(exp, r["unit"], r["report"])
+        r["guest"] = " ".join(needs.get(r["unit"], ()))
         _write(sys.stdout, "".join(r[f] + "\n" for f in argv[4:]))
         return 0
     try:
