@@ -153,7 +153,8 @@ ktap_die() {
 		[ ${#PLAN[@]} -gt 0 ] || { printf 'KTAP version 1\n1..0 # SKIP %s\n' "$2" >&"$KTAP_FD"; return 0; }
 		[ -n "$KTAP_STARTED" ] || ktap_start
 		finish_state
-		"$PY" -S "$FINISH" ktap-skip "$2" "${FIN[@]}" 3>&"$KTAP_FD" ||
+		# SIGINT ignored, as for the plan: a Ctrl-C is run.sh's trap's, not a traceback
+		(trap '' INT; exec "$PY" -S "$FINISH" ktap-skip "$2" "${FIN[@]}") 3>&"$KTAP_FD" ||
 			echo "$PROG: tcplab_finish.py could not print the test points (above)" >&2
 	elif [ -n "$KTAP_STARTED" ]; then
 		printf 'Bail out! %s\n' "${2//$'\n'/ }" >&"$KTAP_FD"
@@ -528,9 +529,12 @@ run_host() {
 FINISH=$TOP/experiments/runner/tcplab_finish.py FINISH_PID=""
 
 # finish_state: what the run knows of its units, as tcplab_finish.py's STATE arguments, in FIN
-# (each WHY one argument: any bytes reach it as they are).
+# (each WHY one argument: any bytes reach it as they are, its first WHY_MAX bytes: a reason is
+# the first line of a unit's status.txt, and one argument over the kernel's 128 KiB would make
+# the exec fail, and with it the whole end of the run).
+WHY_MAX=4096
 finish_state() {
-	local u f
+	local u f w
 	FIN=(--prog "$PROG" --top "$TOP" --exp "$EXP" --py "$PY" --out "$OUT" --full-kb "$RS_FULL_KB")
 	[ -z "$KERNEL" ] || FIN+=(--kernel "$KERNEL")
 	[ -z "${TMPDIR_RUN:-}" ] || FIN+=(--tmp "$TMPDIR_RUN")
@@ -540,8 +544,11 @@ finish_state() {
 	for u in "${PLAN[@]}"; do FIN+=(--plan "$u"); done
 	for u in "${DONE_UNITS[@]}"; do FIN+=(--done "$u"); done
 	for u in "${SKIPPED_RAW[@]}"; do FIN+=(--raw-skipped "$u"); done
-	for f in "${FAILED[@]}"; do FIN+=(--failed "$f" "${WHY[$f]}"); done
-	for u in "${SKIPPED[@]}"; do FIN+=(--skipped "$u" "${WHY[$u]}"); done
+	for f in "${FAILED[@]}" "${SKIPPED[@]}"; do
+		w=${WHY[$f]}
+		[ ${#w} -le "$WHY_MAX" ] || w="${w:0:WHY_MAX} [cut at $WHY_MAX bytes]"
+		case " ${FAILED[*]} " in *" $f "*) FIN+=(--failed "$f" "$w") ;; *) FIN+=(--skipped "$f" "$w") ;; esac
+	done
 	for u in "${!UNIT_RC[@]}"; do FIN+=(--rc "$u" "${UNIT_RC[$u]}"); done
 	for u in "${!UNIT_STARTED[@]}"; do FIN+=(--started "$u" "${UNIT_STARTED[$u]}"); done
 	for u in "${!UNIT_RAN[@]}"; do FIN+=(--ran-s "$u" "${UNIT_RAN[$u]}"); done
@@ -750,12 +757,23 @@ main() {
 	# no unit writes any more: the reserve is the reports' and the failed outputs' room
 	rs_reserve_give
 	# the reports, the failed outputs, the last lines and KTAP's test points: tcplab_finish.py,
-	# a job waited for, so that a signal to run.sh is acted on at once (the cleanup stops it)
+	# a job waited for, so that a signal to run.sh is acted on at once (the cleanup stops it);
+	# SIGTERM when run.sh dies (setpriv --pdeathsig), so it never writes after the run's locks
+	# are free
 	finish_state
-	"$PY" -S "$FINISH" finish --t0 "$T0" "${FIN[@]}" 3>&"${KTAP_FD:-1}" &
+	setpriv --pdeathsig TERM "$PY" -S "$FINISH" finish --t0 "$T0" "${FIN[@]}" 3>&"${KTAP_FD:-1}" &
 	FINISH_PID=$!
 	wait "$FINISH_PID" || status=$?
 	FINISH_PID=""
+	case $status in
+	0 | "$EXIT_FAIL" | "$EXIT_SKIP") ;;
+	141) ;;	# SIGPIPE: stdout's reader is gone (--ktap | head), as run.sh's own printf died of it
+	*)	# killed from outside, or a bug there: said, never a silent end
+		if [ "$status" -gt 128 ]; then
+			die $EXIT_FAIL "the run's end (tcplab_finish.py) was killed by SIG$(kill -l "$((status - 128))" 2> /dev/null || echo "$((status - 128))"): its reports, failed outputs or last lines may be missing"
+		fi
+		die $EXIT_FAIL "the run's end (tcplab_finish.py) failed with status $status (above): its reports, failed outputs or last lines may be missing" ;;
+	esac
 	exit "$status"
 }
 

@@ -109,6 +109,8 @@ UNIT_SH = {
     "t-skip2": 'tl_skip "made to skip too"\n',
     "t-slow": 'exec sleep 600\n',     # a workload that outlives its limit_s of 2, not a wait
     "t-badrep": 'echo ran > "$RAW/ran.txt"\n',
+    # a reason of 200,000 bytes: more than the kernel takes in one argument (128 KiB)
+    "t-longwhy": 'tl_die "$(head -c 200000 /dev/zero | tr "\\0" x)"\n',
 }
 
 
@@ -186,6 +188,21 @@ def test_a_failed_unit_is_not_ok_with_its_reason_and_exit_1(tmp_path, bindir):
     assert (p["failed"], p["skipped"], p["parse_errors"]) == ("2,4,5", "3", "")
     rc, out = prove("-e", "cat", str(tmp_path / "run.ktap"))
     assert rc != 0 and "Failed tests:  2, 4-5" in out and "Result: FAIL" in out, out
+
+
+@pytest.mark.netns
+def test_a_reason_longer_than_an_argument_is_cut_not_the_end_of_the_run(tmp_path, bindir):
+    """run.sh hands each reason to tcplab_finish.py as an argument: one of 200,000 bytes is cut
+    at 4,096 and says so, and the run still ends with its test points and its last line."""
+    r = run_ktap(tmp_path, [], exp=fake_experiments(tmp_path, ["t-pass", "t-longwhy"]))
+    assert r.returncode == 1, r.stderr[-2000:]
+    lines = r.stdout.splitlines()
+    assert lines[-4:-2] == ["ok 1 t-pass", "# t-longwhy: failed: " + "x" * (4096 - 8)
+                            + " [cut at 4096 bytes]"], [x[:80] for x in lines]
+    assert lines[-2:] == ["not ok 2 t-longwhy",
+                          "# Totals: pass:1 fail:1 xfail:0 xpass:0 skip:0 error:0"]
+    assert r.stderr.splitlines()[-1].startswith("run.sh: 1 unit(s) failed: t-longwhy (")
+    assert "x" * 4088 in (tmp_path / "out" / "t-longwhy.txt").read_text()
 
 
 @pytest.mark.netns

@@ -121,3 +121,74 @@ def test_a_signal_during_a_report_ends_the_run_and_the_report(tmp_path, bindir, 
     assert [x for x in lines if not x.startswith("# ")][-1] == f"Bail out! {words} ({sig.name})", lines
     assert not os.path.exists(f"/proc/{pid}"), f"the report (pid {pid}) outlived run.sh"
     assert not [n for n in os.listdir(out) if ".tmp" in n], os.listdir(out)
+
+
+def start_with_a_working_report(tmp_path):
+    """run.sh --ktap on report_experiments' t-rep, once its report works: (Popen, the report's
+    pid, the pid of tcplab_finish.py, its parent)."""
+    marker = tmp_path / "report.pid"
+    env = dict(os.environ, TCPLAB_EXPERIMENTS=str(report_experiments(tmp_path, marker)),
+               TCPLAB_STATE=str(tmp_path / "state"))
+    p = subprocess.Popen([RUN, "--ktap", "--out", str(tmp_path / "out")], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, env=env, start_new_session=True)
+    deadline = time.monotonic() + 60
+    while not marker.exists() and p.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)    # polling for the report's marker, not waiting for an event
+    assert marker.exists(), "the report never started"
+    pid = int(marker.read_text())
+    with open(f"/proc/{pid}/stat") as f:
+        finish = int(f.read().rsplit(")", 1)[1].split()[1])
+    return p, pid, finish
+
+
+def gone_within(pids, seconds):
+    """Whether every pid has ended (or is a zombie) within SECONDS (polled)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        alive = []
+        for pid in pids:
+            try:
+                with open(f"/proc/{pid}/stat") as f:
+                    if f.read().rsplit(")", 1)[1].split()[0] != "Z":
+                        alive.append(pid)
+            except OSError:
+                pass
+        if not alive:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+@pytest.mark.netns
+def test_sigkill_to_run_sh_during_a_report_takes_the_end_of_the_run_with_it(tmp_path, bindir):
+    """tcplab_finish.py runs under setpriv --pdeathsig TERM: run.sh SIGKILLed, it stops its
+    report and itself, and writes nothing after run.sh (whose locks the kernel frees)."""
+    p, report, finish = start_with_a_working_report(tmp_path)
+    try:
+        os.kill(p.pid, signal.SIGKILL)
+        assert gone_within([report, finish], 10), "the report or tcplab_finish.py outlived run.sh"
+        out, err = p.communicate(timeout=30)
+    finally:
+        os.killpg(p.pid, signal.SIGKILL)
+        p.wait()
+    assert b"finished in" not in err and b"Totals" not in out, (out, err)
+
+
+@pytest.mark.netns
+def test_the_end_of_the_run_killed_from_outside_is_said(tmp_path, bindir):
+    """tcplab_finish.py killed by someone else (the OOM killer): run.sh says so in one line and
+    exits 1, its KTAP ending in "Bail out!"."""
+    p, _, finish = start_with_a_working_report(tmp_path)
+    try:
+        os.kill(finish, signal.SIGKILL)
+        out, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+    assert p.returncode == 1, err
+    said = "the run's end (tcplab_finish.py) was killed by SIGKILL"
+    assert said in err.decode().splitlines()[-1], err
+    # after it, only diagnostics: the cleanup says it removed the report's temporary file
+    points = [x for x in out.decode().splitlines() if not x.startswith("# ")]
+    assert points[-1].startswith("Bail out! " + said), out

@@ -4,8 +4,13 @@ refuses fails its units, and the KTAP test points and the exit status follow fro
 No root, no run: the program alone, on a fake experiments directory of the test's own.  The
 end-to-end cases (real runs, --ktap, signals) are in test_ktap.py, test_ktap_signal.py and
 test_run_failed.py."""
+import array
+import fcntl
 import os
+import signal
 import subprocess
+import termios
+import time
 
 from conftest import TOP
 
@@ -114,8 +119,62 @@ def test_finish_exits_4_when_every_unit_was_skipped_under_ktap_and_0_without(tmp
 
 
 def test_a_bad_call_is_one_line_and_status_2(tmp_path):
-    r = finish(["finish", "--unit", "u1"])
-    assert r.returncode != 0
-    assert r.stderr.decode().splitlines() == [
-        "tcplab_finish.py: bad argument '--unit' (run.sh's call is wrong)"]
+    for argv, said in ((["finish", "--unit", "u1"], "bad argument '--unit'"),
+                       (["finish", "--t0", "x"], "--t0 'x': want a whole number"),
+                       (["finish", "--prog", "p"], "finish needs --t0"),
+                       (["ktap-skip", "why", "--prog", "p"], "ktap-skip needs --ktap-fd")):
+        r = finish(argv)
+        assert r.returncode == 2, argv
+        assert r.stderr.decode().splitlines() == [f"tcplab_finish.py: {said} (run.sh's call is wrong)"]
     assert finish(["nonsense"]).returncode == 2
+
+
+def test_sigterm_with_no_child_running_ends_it_at_once_with_nothing_more(tmp_path):
+    """SIGTERM (run.sh's cleanup) while no report runs: exit 143 at once.  Here it is stuck
+    writing test points to a KTAP pipe nobody reads (3,000 units, 120 KB: more than a pipe
+    holds)."""
+    units = {f"unit-with-a-name-long-enough-{i}": ("-", 30) for i in range(3000)}
+    extra = ["--t0", "0"]
+    for u in units:
+        extra += ["--done", u]
+    r_fd, w_fd = os.pipe()
+    argv = ["finish"] + state(tmp_path, units, list(units), extra + ["--ktap-fd", str(w_fd)])
+    p = subprocess.Popen(["/usr/bin/python3", "-S", FINISH, *argv], pass_fds=(w_fd,),
+                         stderr=subprocess.DEVNULL)
+    os.close(w_fd)
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not pipe_full(r_fd, p.pid):
+            time.sleep(0.02)    # polling for the state under test, not waiting for an event
+        assert pipe_full(r_fd, p.pid), "tcplab_finish.py never filled the KTAP pipe"
+        p.send_signal(signal.SIGTERM)
+        assert p.wait(timeout=10) == 143
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        os.close(r_fd)
+
+
+def pipe_full(fd, pid):
+    """Whether PID waits to write more into the pipe whose read end is FD: the pipe holds
+    bytes (the test points are one write of 120 KB: more than a pipe holds, so once any are
+    there it cannot have ended) and PID sleeps."""
+    held = array.array("i", [0])
+    fcntl.ioctl(fd, termios.FIONREAD, held)
+    with open(f"/proc/{pid}/stat") as f:
+        state = f.read().rsplit(")", 1)[1].split()[0]
+    return held[0] > 0 and state == "S"
+
+
+def test_a_nul_byte_in_a_reports_words_is_dropped_as_bash_did(tmp_path):
+    """bash's $(...) dropped NUL bytes; a NUL passed on in an argument would stop the exec of
+    tcplab_failed.py, and with it the end of the run."""
+    exp = tmp_path / "exp" / "nul"
+    exp.mkdir(parents=True)
+    (exp / "nul.py").write_text("import sys\nsys.stderr.write('nul: bad\\x00 data\\n')\nsys.exit(1)\n")
+    (tmp_path / "out" / "raw" / "u").mkdir(parents=True)
+    r = finish(["finish", "--t0", "0"] + state(tmp_path, {"u": ("nul", 30)}, ["u"], ["--done", "u"]))
+    assert r.returncode == 1, r.stderr
+    assert b"Traceback" not in r.stderr, r.stderr
+    assert "the report refused the raw data: nul: bad data" in (tmp_path / "out" / "nul.txt").read_text()

@@ -472,6 +472,8 @@ rs_reap_vm_dirs() {
 rs_on_signal() {
 	trap '' INT TERM HUP QUIT
 	log "$3 (SIG$1): stopping every unit"
+	# run.sh's end (tcplab_finish.py) first: it writes on the KTAP stream too
+	! declare -F finish_stop > /dev/null || finish_stop
 	# run.sh --ktap: the stream ends in "Bail out!" naming the signal, so a reader (kcidb) says
 	# why the units without a test point have none
 	[ -z "${KTAP:-}" ] || ! declare -F ktap_die > /dev/null || ktap_die "$2" "$3 (SIG$1)"

@@ -59,6 +59,10 @@ def write(fd, text):
         data = data[os.write(fd, data):]
 
 
+class BadCall(Exception):
+    """run.sh called this program wrongly: one line, exit 2."""
+
+
 class Run:
     """What run.sh's main knew when its units had ended, and what the end adds to it."""
 
@@ -79,11 +83,12 @@ class Run:
         self.why, self.rc, self.started, self.ran = {}, {}, {}, {}
         self.report_unit = {}       # a report that refused its raw data: the unit whose raw it read
         self.replaced, self.no_outputs = [], []
+        self.unremoved = True       # False: a stale failed output could not be removed
         i = 0
         while i < len(argv):
             opt, n = argv[i], self.ARITY.get(argv[i])
             if n is None or i + n + 1 > len(argv):
-                raise SystemExit(f"tcplab_finish.py: bad argument {opt!r} (run.sh's call is wrong)")
+                raise BadCall(f"bad argument {opt!r}")
             v = argv[i + 1:i + 1 + n]
             i += 1 + n
             if opt == "--unit":
@@ -102,13 +107,19 @@ class Run:
             elif opt == "--disk-full":
                 self.disk_full = True
             elif opt == "--ktap-fd":
-                self.ktap_fd = int(v[0])
+                self.ktap_fd = self._number(opt, v[0])
             elif opt == "--t0":
-                self.t0 = int(v[0])
+                self.t0 = self._number(opt, v[0])
             elif opt == "--full-kb":
-                self.full_kb = int(v[0])
+                self.full_kb = self._number(opt, v[0])
             else:
                 setattr(self, opt[2:], v[0])
+
+    @staticmethod
+    def _number(opt, v):
+        if not v.isdigit():
+            raise BadCall(f"{opt} {v!r}: want a whole number")
+        return int(v)
 
     # ---- what run.sh's helpers said --------------------------------------------------------
 
@@ -136,7 +147,7 @@ class Run:
         except OSError:
             return False
         free = st.f_bfree if os.geteuid() == 0 else st.f_bavail
-        return free * st.f_bsize < self.full_kb * 1024
+        return free * st.f_frsize < self.full_kb * 1024
 
     # ---- the reports -----------------------------------------------------------------------
 
@@ -159,7 +170,7 @@ class Run:
             child.proc = None
             if child.stopped:
                 return False
-            err = err.rstrip(b"\n")
+            err = err.replace(b"\0", b"").rstrip(b"\n")     # $(...) dropped NUL bytes
             if err:
                 write(2, dec(err) + "\n")
             if p.returncode == 0:
@@ -181,10 +192,10 @@ class Run:
 
     def guest_release(self):
         try:
-            with open(os.path.join(self.tmp, "raw", "vm.txt"), "rb") as f:
+            with open(f"{self.tmp}/raw/vm.txt", "rb") as f:
                 for line in f:
                     if line.startswith(b"kernel="):
-                        return dec(line[7:].rstrip(b"\n"))
+                        return dec(line[7:].rstrip(b"\n").replace(b"\0", b""))
         except OSError:
             pass
         return ""
@@ -209,23 +220,23 @@ class Run:
                 args += ["--report", self.report[u]]
             for opt, d in (("--exit", self.rc), ("--started", self.started),
                            ("--ran-s", self.ran)):
-                if u in d:
+                if d.get(u):
                     args += [opt, d[u]]
-            log = os.path.join(self.tmp, "log", u + ".txt")
+            log = f"{self.tmp}/log/{u}.txt"
             if os.path.isfile(log):
                 args += ["--log", log]
-            console = os.path.join(self.tmp, "raw", "vm-console.log")
+            console = f"{self.tmp}/raw/vm-console.log"
             if os.path.isfile(console):
                 args += ["--console", console]
-            p = child.start([self.py, os.path.join(self.top, "experiments", "report",
-                                                   "tcplab_failed.py"),
+            p = child.start(["setpriv", "--pdeathsig", "KILL", self.py,
+                             os.path.join(self.top, "experiments", "report", "tcplab_failed.py"),
                              self.out, name, os.path.join(self.out, "raw", u)] + args,
                             stdout=subprocess.PIPE)
             said, _ = p.communicate()
             child.proc = None
             if child.stopped:
                 return False
-            said = dec(said).rstrip("\n")
+            said = dec(said.replace(b"\0", b"")).rstrip("\n")
             if p.returncode == 0:
                 self.log(f"{f}: wrote {self.rel(self.out)}/{name}.txt and .json (failed)")
                 if said:
@@ -239,11 +250,17 @@ class Run:
             path = os.path.join(self.out, u + ".json")
             if self.report[u] == u or not self._says_failed(path):
                 continue
+            gone = True
             for p in (os.path.join(self.out, u + ".txt"), path):
                 try:
                     os.unlink(p)
                 except FileNotFoundError:
                     pass
+                except OSError as e:
+                    write(2, f"{self.prog}: cannot remove {p}: {e.strerror}\n")
+                    gone = self.unremoved = False
+            if not gone:
+                continue
             self.log(f"{u}: removed the failed outputs an earlier run left "
                      f"({self.rel(self.out)}/{u}.txt, .json)")
         return True
@@ -301,7 +318,7 @@ class Run:
             self.disk_full = True       # the last line says it
         skipped = "; ".join(f"{u}: {self.why[u][9:] if self.why[u].startswith('skipped: ') else self.why[u]}"
                             for u in self.skipped)
-        secs = int(time.time()) - self.t0 if self.t0 is not None else 0
+        secs = int(time.time()) - self.t0
         self.log(f"finished in {secs} s: {len(self.done)} unit(s) ran, {len(self.failed)} failed"
                  + (f" ({failed})" if failed else "")
                  + (f", {len(self.skipped)} skipped ({skipped})" if skipped else "")
@@ -321,7 +338,7 @@ class Run:
             if self.replaced:
                 line += "; THESE REPLACED GOOD OUTPUTS: " + " ".join(self.replaced)
             write(2, line + "\n")
-        if self.failed or ktap_fails > 0:
+        if self.failed or ktap_fails > 0 or not self.unremoved:
             return EXIT_FAIL
         return EXIT_SKIP if ktap_fails == -1 else 0
 
@@ -331,33 +348,52 @@ class Child:
 
     def __init__(self):
         self.proc = None
+        self.starting = False
         self.stopped = 0
         signal.signal(signal.SIGTERM, self._stop)
 
     def start(self, argv, stdout=None, stderr=None):
         """ARGV started, its stdout and stderr run.sh's unless given (subprocess.PIPE)."""
-        if self.stopped:
-            raise SystemExit(128 + self.stopped)
-        self.proc = subprocess.Popen([enc(a) for a in argv], stdout=stdout, stderr=stderr)
-        return self.proc
+        self.starting = True
+        p = subprocess.Popen([enc(a) for a in argv], stdout=stdout, stderr=stderr)
+        self.proc, self.starting = p, False
+        if self.stopped:            # SIGTERM came while Popen ran: the child is killed here
+            p.kill()
+        return p
 
     def _stop(self, sig, _frame):
+        """SIGTERM: the child killed, and this program ended with 128+SIG and nothing more
+        said: at once when no child runs, else as soon as it is reaped (the caller sees
+        `stopped`).  During Popen, start() kills the child it made."""
         self.stopped = sig
         if self.proc is not None:
             try:
                 self.proc.kill()
             except OSError:
                 pass
+        elif not self.starting:
+            os._exit(128 + sig)
 
 
 def main(argv):
-    if len(argv) >= 2 and argv[1] == "finish":
-        run = Run(argv[2:])
-        return run.finish(Child())
-    if len(argv) >= 3 and argv[1] == "ktap-skip":
-        run = Run(argv[3:])
-        run.ktap_results("not run: " + argv[2])
-        return 0
+    # a closed stdout or KTAP stream (--ktap | head) ends this program as it ended run.sh's
+    # printf, by SIGPIPE, not with an exception
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    try:
+        if len(argv) >= 2 and argv[1] == "finish":
+            run = Run(argv[2:])
+            if run.t0 is None:
+                raise BadCall("finish needs --t0")
+            return run.finish(Child())
+        if len(argv) >= 3 and argv[1] == "ktap-skip":
+            run = Run(argv[3:])
+            if run.ktap_fd is None:
+                raise BadCall("ktap-skip needs --ktap-fd")
+            run.ktap_results("not run: " + argv[2])
+            return 0
+    except BadCall as e:
+        write(2, f"tcplab_finish.py: {e} (run.sh's call is wrong)\n")
+        return 2
     write(2, "usage: tcplab_finish.py finish STATE... | ktap-skip REASON STATE...\n")
     return 2
 
