@@ -68,8 +68,8 @@ class Run:
 
     ARITY = {"--prog": 1, "--top": 1, "--exp": 1, "--py": 1, "--out": 1, "--kernel": 1,
              "--tmp": 1, "--ktap-fd": 1, "--t0": 1, "--full-kb": 1, "--disk-full": 0,
-             "--unit": 3, "--plan": 1, "--done": 1, "--raw-skipped": 1, "--failed": 2, "--skipped": 2,
-             "--rc": 2, "--started": 2, "--ran-s": 2}
+             "--unit": 3, "--plan": 1, "--done": 1, "--raw-skipped": 1, "--failed": 2,
+             "--skipped": 2, "--rc": 2, "--started": 2, "--ran-s": 2}
 
     def __init__(self, argv):
         self.prog, self.top, self.exp, self.py, self.out = "run.sh", "", "", "/usr/bin/python3", ""
@@ -117,7 +117,7 @@ class Run:
 
     @staticmethod
     def _number(opt, v):
-        if not v.isdigit():
+        if not v.isascii() or not v.isdigit():
             raise BadCall(f"{opt} {v!r}: want a whole number")
         return int(v)
 
@@ -125,7 +125,7 @@ class Run:
 
     def rel(self, path):
         """PATH as run.sh's ${PATH#"$TOP"/} shows it."""
-        return path[len(self.top) + 1:] if path.startswith(self.top + "/") else path
+        return path[len(self.top) + 1:] if self.top and path.startswith(self.top + "/") else path
 
     def log(self, msg):
         """run.sh's log: "HH:MM:SS [run] MSG" on stderr; under --ktap "# " and the line, its
@@ -316,8 +316,7 @@ class Run:
         failed = "; ".join(f"{f}: {self.why[f]}" for f in self.failed)
         if any(DISK_FULL in self.why[f] for f in self.failed):
             self.disk_full = True       # the last line says it
-        skipped = "; ".join(f"{u}: {self.why[u][9:] if self.why[u].startswith('skipped: ') else self.why[u]}"
-                            for u in self.skipped)
+        skipped = "; ".join(f"{u}: {self.why[u].removeprefix('skipped: ')}" for u in self.skipped)
         secs = int(time.time()) - self.t0
         self.log(f"finished in {secs} s: {len(self.done)} unit(s) ran, {len(self.failed)} failed"
                  + (f" ({failed})" if failed else "")
