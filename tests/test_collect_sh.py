@@ -186,3 +186,25 @@ def test_every_watcher_started_by_hand_gets_the_units_interval():
                     or (name == "p08-tls-common.sh" and c.lstrip().startswith("ktls_watch "))), \
                 (name, c)
     assert seen >= 12, seen
+
+
+ENDS_EARLY = r"""
+. "$COLLECT"
+tl_init "$RAWDIR"
+: > "$RAWDIR/capture.txt"
+tl_bg "$RAWDIR/sender.txt" sh -c 'echo "blocking_send start"; echo "result=ok sent=100"'
+tl_wait_count "$TL_LAST" "$RAWDIR/capture.txt" ' probe ' 4 10
+"""
+
+
+def test_a_program_that_ends_early_is_named_with_its_last_line(tmp_path, bindir):
+    """The program a wait watches ends before FILE has its lines: the failure names it, and its
+    last line on stdout says why it ended (p04-full-buffers' sender: result=ok, the window open
+    again)."""
+    raw = tmp_path / "raw"
+    r = subprocess.run(["sh", "-c", ENDS_EARLY, "t.sh"], capture_output=True, text=True,
+                       timeout=60, env=dict(os.environ, COLLECT=COLLECT, RAWDIR=str(raw),
+                                            TL_UNIT="t", TL_BIN=bindir))
+    assert r.returncode != 0, r.stderr
+    assert "sender: its last line: result=ok sent=100\n" in r.stderr, r.stderr
+    assert "sender exited before 4 lines of ' probe ' in capture.txt" in r.stderr, r.stderr

@@ -186,6 +186,13 @@ tl_wait_count() {
 		_nm=$(tl_name "$1")
 		case $_nm in "pid "*) _nm=$(basename "$2" .txt) ;; esac
 		cat "$RAW/$_nm.txt.err" >&2 2>/dev/null || cat "$2.err" >&2 2>/dev/null
+		# and its last line on stdout, when it is not FILE: often why it ended (fill_sender's
+		# result=, once seen only as "exited before" in CI, its raw files gone with the test's)
+		if [ "$RAW/$_nm.txt" != "$2" ] && [ -s "$RAW/$_nm.txt" ]; then
+			tail -n 1 "$RAW/$_nm.txt" | while IFS= read -r _l; do
+				printf '%s: its last line: %s\n' "$_nm" "$_l" >&2
+			done
+		fi
 		tl_die "$_nm exited before$_what '$3' in $(basename "$2")" ;;
 	3) tl_die "no$_what '$3' in $2 after $5 s" ;;
 	*) tl_die "waitfor failed waiting for '$3' in $2" ;;
