@@ -90,8 +90,19 @@ def check_probes(j):
         persist = [e for e in samples if e["timer"] == "persist" and e["snd_wnd"] == 0
                    and (reopen is None or e["t_s"] * 1000 < reopen)]
         assert persist, name
+        # The abort (TCP_USER_TIMEOUT, tcp_retries2: ETIMEDOUT): tcp_write_err() ->
+        # tcp_done_with_error() -> tcp_write_queue_purge() zeroes icsk_backoff, then tcp_done().
+        # sock_diag reads the state, the timer and the queues without the socket's lock and
+        # tcp_info (backoff, snd_wnd) under it (6.18's inet_diag.c, tcp_get_info()), so a sample
+        # taken as the probe timer aborts can pair the due timer (persist, expires 0) with the
+        # zeroed backoff: the socket's last sample, 1 ms before it went (make test, 6 December:
+        # backoffs 0, 0, 1, 2, 3, then 0; tests/data/reports/p04-full-buffers-abort-sample)
+        last = persist[-1]
+        if (p["errno"] == "ETIMEDOUT" and len(persist) > 1 and last is samples[-1]
+                and last["expires_ms"] == 0 and last["backoff"] == 0):
+            persist = persist[:-1]
         again = [e for e in samples if e["timer"] == "persist" and e["snd_wnd"] == 0
-                 and e not in persist]
+                 and e not in persist and e is not last]
         # a persist sample after the reopening only if the receiver closed its window again
         assert not again or p["server_counters"]["TcpExtTCPToZeroWindowAdv"] >= 2, (name, again)
         b = [e["backoff"] for e in persist]
@@ -198,6 +209,24 @@ def test_a_gone_line_after_the_reopening_is_not_a_persist_sample(tmp_path):
     assert last["event"] == "gone" and last["timer"] == "persist"
     assert last["t_s"] * 1000 > fill["window_reopened_ms"]
     R.check(check_all, out, tmp_path)
+
+
+def test_a_sample_torn_by_the_abort_is_not_a_falling_backoff(tmp_path):
+    """A live run of `make test` (6.18 host, 6 December 2026): the usertimeout socket's last
+    sample, 1 ms before it went, shows the persist timer due (expires 0) with backoff 0 after 3:
+    read as the probe timer aborted it (tcp_write_queue_purge() zeroes the backoff before
+    tcp_done()).  check_probes took it for a backoff that fell while the window was 0."""
+    raw = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "reports",
+                       "p04-full-buffers-abort-sample", "raw")
+    out = tmp_path / "out"
+    out.mkdir()
+    r = R.run(raw, out)
+    assert r.returncode == 0, r.stderr
+    p = R.load(str(out))["parts"]["usertimeout"]
+    last = [e for e in p["events"] if e["event"] != "gone"][-1]
+    assert (p["errno"], last["timer"], last["expires_ms"], last["backoff"]) == (
+        "ETIMEDOUT", "persist", 0, 0)
+    R.check(check_all, out, os.path.dirname(raw))
 
 
 # ---- the report on bad raw input ------------------------------------------------------------
