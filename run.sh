@@ -534,7 +534,7 @@ FINISH=$TOP/experiments/runner/tcplab_finish.py FINISH_PID=""
 # the exec fail, and with it the whole end of the run).
 WHY_MAX=4096
 finish_state() {
-	local u f w
+	local u f
 	FIN=(--prog "$PROG" --top "$TOP" --exp "$EXP" --py "$PY" --out "$OUT" --full-kb "$RS_FULL_KB")
 	[ -z "$KERNEL" ] || FIN+=(--kernel "$KERNEL")
 	[ -z "${TMPDIR_RUN:-}" ] || FIN+=(--tmp "$TMPDIR_RUN")
@@ -544,14 +544,18 @@ finish_state() {
 	for u in "${PLAN[@]}"; do FIN+=(--plan "$u"); done
 	for u in "${DONE_UNITS[@]}"; do FIN+=(--done "$u"); done
 	for u in "${SKIPPED_RAW[@]}"; do FIN+=(--raw-skipped "$u"); done
-	for f in "${FAILED[@]}" "${SKIPPED[@]}"; do
-		w=${WHY[$f]}
-		[ ${#w} -le "$WHY_MAX" ] || w="${w:0:WHY_MAX} [cut at $WHY_MAX bytes]"
-		case " ${FAILED[*]} " in *" $f "*) FIN+=(--failed "$f" "$w") ;; *) FIN+=(--skipped "$f" "$w") ;; esac
-	done
+	for f in "${FAILED[@]}"; do why_cut "$f" && FIN+=(--failed "$f" "$WHY_CUT"); done
+	for u in "${SKIPPED[@]}"; do why_cut "$u" && FIN+=(--skipped "$u" "$WHY_CUT"); done
 	for u in "${!UNIT_RC[@]}"; do FIN+=(--rc "$u" "${UNIT_RC[$u]}"); done
 	for u in "${!UNIT_STARTED[@]}"; do FIN+=(--started "$u" "${UNIT_STARTED[$u]}"); done
 	for u in "${!UNIT_RAN[@]}"; do FIN+=(--ran-s "$u" "${UNIT_RAN[$u]}"); done
+}
+
+# why_cut KEY: WHY_CUT is WHY[KEY], or its first WHY_MAX bytes and a note when it is longer
+# (no command substitution: it would drop a trailing newline).
+why_cut() {
+	WHY_CUT=${WHY[$1]}
+	[ ${#WHY_CUT} -le "$WHY_MAX" ] || WHY_CUT="${WHY_CUT:0:WHY_MAX} [cut at $WHY_MAX bytes]"
 }
 
 # finish_stop: tcplab_finish.py stopped (for the cleanup: rs_cleanup, through kill_running_units):

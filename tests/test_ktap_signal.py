@@ -24,18 +24,27 @@ SIGNALS = {signal.SIGTERM: (143, "terminated"), signal.SIGINT: (130, "interrupte
            signal.SIGHUP: (129, "hung up")}
 
 
-def fake_experiments(tmp_path, marker):
+def experiments(tmp_path, table, files):
+    """A TCPLAB_EXPERIMENTS directory of the test's own: experiments/lib, the unit table TABLE,
+    and FILES, {(folder, name): text}; a collect script (.sh) gets collect.sh's first lines."""
     exp = tmp_path / "exp"
     shutil.copytree(os.path.join(TOP, "experiments", "lib"), exp / "lib",
                     ignore=shutil.ignore_patterns("__pycache__"))
-    body = {"t-pass": 'echo ran > "$RAW/ran.txt"\n',
-            "t-wait": f'echo started > "{marker}"\nexec sleep 600\n'}
-    with open(exp / "units", "w") as f:
-        for u in body:
-            f.write(f"{u} - default run no 1 300 no 1 yes\n")
-            lab_proc.exp_file(exp, u, f"{u}.sh").write_text(
-                '#!/bin/sh\n. "$(dirname "$0")/../lib/collect.sh"\ntl_init "$1"\n' + body[u])
+    (exp / "units").write_text(table)
+    for (folder, name), text in files.items():
+        if name.endswith(".sh"):
+            text = '#!/bin/sh\n. "$(dirname "$0")/../lib/collect.sh"\ntl_init "$1"\n' + text
+        lab_proc.exp_file(exp, folder, name).write_text(text)
     return exp
+
+
+def fake_experiments(tmp_path, marker):
+    """t-pass, which passes at once, and t-wait, which says it started and then works for ten
+    minutes (sleep 600, its workload)."""
+    return experiments(tmp_path, "t-pass - default run no 1 300 no 1 yes\n"
+                                 "t-wait - default run no 1 300 no 1 yes\n",
+                       {("t-pass", "t-pass.sh"): 'echo ran > "$RAW/ran.txt"\n',
+                        ("t-wait", "t-wait.sh"): f'echo started > "{marker}"\nexec sleep 600\n'})
 
 
 def signal_when(tmp_path, exp, ready, sig):
@@ -88,19 +97,14 @@ def test_a_signalled_ktap_run_bails_out_naming_the_signal(tmp_path, bindir, sig)
 def report_experiments(tmp_path, marker):
     """One unit, t-rep, whose report says it started (its pid in MARKER) and then works for
     ten minutes (sleep 600, its workload)."""
-    exp = tmp_path / "exp"
-    shutil.copytree(os.path.join(TOP, "experiments", "lib"), exp / "lib",
-                    ignore=shutil.ignore_patterns("__pycache__"))
-    (exp / "units").write_text("t-rep t-rep default run no 1 300 no 1 yes\n")
-    lab_proc.exp_file(exp, "t-rep", "t-rep.sh").write_text(
-        '#!/bin/sh\n. "$(dirname "$0")/../lib/collect.sh"\ntl_init "$1"\necho ran > "$RAW/ran.txt"\n')
-    lab_proc.exp_file(exp, "t-rep", "t-rep.py").write_text(
-        "import os, sys, time\n"
-        f"with open({str(marker)!r} + '.tmp', 'w') as f:\n    f.write(str(os.getpid()))\n"
-        f"os.rename({str(marker)!r} + '.tmp', {str(marker)!r})\n"
-        "open(os.path.join(sys.argv[2], '.t-rep.half.tmp-%d' % os.getpid()), 'w').close()\n"
-        "time.sleep(600)\n")
-    return exp
+    return experiments(tmp_path, "t-rep t-rep default run no 1 300 no 1 yes\n", {
+        ("t-rep", "t-rep.sh"): 'echo ran > "$RAW/ran.txt"\n',
+        ("t-rep", "t-rep.py"):
+            "import os, sys, time\n"
+            f"with open({str(marker)!r} + '.tmp', 'w') as f:\n    f.write(str(os.getpid()))\n"
+            f"os.rename({str(marker)!r} + '.tmp', {str(marker)!r})\n"
+            "open(os.path.join(sys.argv[2], '.t-rep.half.tmp-%d' % os.getpid()), 'w').close()\n"
+            "time.sleep(600)\n"})
 
 
 @pytest.mark.netns
