@@ -25,6 +25,11 @@
 #   (rs_disk_full), so the reports of the units that finished and the failed units' .txt/.json
 #   still have room on a disk that filled during the run (issue 30, class 8).
 #
+# The rules of the locks, the records, the reaper and rs_install_dir are written once, in
+# experiments/runner/tcplab_runstate.py, which the Python runner imports; the rs_* functions here
+# that apply them call it.  What stays in bash is the shell's own: its traps, its cleanup, its
+# namespaces, the reserve, and vm.sh as its job.
+#
 # Functions called from run.sh: rs_start, rs_switch_out, make_ns, rs_install_dir, rs_run_vm,
 # rs_disk_full, rs_reserve_give.
 # Error rule: a function that can fail prints one line on stderr and returns 1, except rs_start and
@@ -38,72 +43,59 @@ TMPDIR_RUN=""
 # .txt/.json of a few units.  Below RS_FULL_KB free (for this user), the disk counts as full.
 RS_RESERVE_KB=4096 RS_FULL_KB=64 RS_RESERVE=""
 
+# tcplab_runstate.py, beside this library's folder: found from this file's own path (the tests
+# source it with a TOP of their own).
+case ${BASH_SOURCE[0]} in */*) RS_PY=${BASH_SOURCE[0]%/*} ;; *) RS_PY=. ;; esac
+RS_PY=$RS_PY/../runner/tcplab_runstate.py
+
+# rs_py COMMAND ARGS...: tcplab_runstate.py COMMAND, its status returned.
+rs_py() {
+	"${PY:-/usr/bin/python3}" -S "$RS_PY" --prog "${PROG:-run.sh}" --top "${TOP:-}" "$@"
+}
+
+# rs_said COMMAND ARGS...: rs_py, each line it prints on stdout said through log().  Read from a
+# process substitution, not a command substitution (see rs_disk_full); its status comes last.
+rs_said() {
+	local line status=0
+	while IFS= read -r line; do
+		case $line in
+		"rs-status "*) status=${line#rs-status } ;;
+		*) log "$line" ;;
+		esac
+	done < <(st=0; rs_py "$@" || st=$?; echo "rs-status $st")
+	return "$status"
+}
+
 # The state directory: root's is /run/tcplab (tmpfs, root only, empty after a reboot); another
 # user's is a 0700 directory of their own, which must not be a symlink or someone else's.
+# Prints it, or one line on stderr and returns 1.
 rs_state_dir() {
-	local d
-	if [ -n "${TCPLAB_STATE:-}" ]; then	# the tests keep their runs' records apart
-		d=$TCPLAB_STATE
-	elif [ "$(id -u)" -eq 0 ]; then
-		d=/run/tcplab
-	else
-		d=${XDG_RUNTIME_DIR:-/tmp}/tcplab-$(id -u)
-	fi
-	mkdir -m 0700 -p "$d" 2> /dev/null || true
-	if [ -L "$d" ] || ! [ -d "$d" ] || [ "$(stat -c %u "$d")" != "$(id -u)" ] ||
-		[ -n "$(find "$d" -maxdepth 0 -perm /022)" ]; then
-		echo "$PROG: state directory $d is not a directory only $(id -un) owns and can write" >&2
-		return 1
-	fi
-	echo "$d"
+	rs_py state-dir
 }
 
 # rs_hold DIR [RECORD_TMP RECORD]: a background holder that locks directory DIR (and creates,
 # locks and renames RECORD_TMP to RECORD, so a reaper never sees an unlocked record of a live
 # run) and keeps the locks until it is killed: by cleanup, or by the kernel when run.sh dies.
-# Sets RS_HOLD to "locked", "busy" (DIR's lock is taken) or "error".  Not in a subshell: the
-# holder's parent must be run.sh itself.
+# Sets RS_HOLD to "locked", "busy" and who holds DIR (DIR's lock is taken), or "error".  Not in
+# a subshell: the holder's parent must be run.sh itself.  Its signals are ignored before the
+# exec, so none can end it while Python starts.
 rs_hold() {
 	local fd
-	# shellcheck disable=SC2016
-	exec {fd}< <(exec setpriv --pdeathsig KILL sh -c '
-		trap "" INT TERM HUP QUIT
-		exec 2> /dev/null
-		exec 8< "$1" || { echo error; exit 1; }
-		flock -n 8 || { echo busy; exit 1; }
-		if [ -n "$2" ]; then
-			exec 9> "$2" && flock -n 9 && mv -f "$2" "$3" || { echo error; exit 1; }
-		fi
-		echo locked
-		exec sleep infinity' sh "$@")
+	exec {fd}< <(trap '' INT TERM HUP QUIT
+		exec setpriv --pdeathsig KILL "${PY:-/usr/bin/python3}" -S "$RS_PY" hold \
+			--state "$RS_STATE" -- "$@" 2> /dev/null)
 	RS_HOLDERS+=("$!")
 	read -r -t 60 RS_HOLD <&"$fd" || RS_HOLD=error
 	exec {fd}<&-
 }
 
-# The line a refused run prints: who holds DIR, from the records of live runs.
-rs_holder_of() {
-	local f pid
-	for f in "$RS_STATE"/run.*; do
-		[ -f "$f" ] && grep -qxF "out=$1" "$f" 2> /dev/null || continue
-		pid=$(sed -n 's/^pid=//p' "$f")
-		echo " (run.sh pid $pid in its PID namespace)"
-		return 0
-	done
-}
-
 # rs_check_out DIR: DIR exists (made if need be), is writable, and, for root, belongs to root
 # unless --allow-foreign-out; prints its physical path.
 rs_check_out() {
-	local dir=$1 owner
-	mkdir -p -- "$dir" 2> /dev/null && [ -d "$dir" ] && [ -w "$dir" ] ||
-		die $EXIT_FAIL "cannot write to $dir"
-	dir=$(cd -- "$dir" && pwd -P) || die $EXIT_FAIL "cannot enter $dir"
-	owner=$(stat -c %u -- "$dir")
-	if [ "$(id -u)" -eq 0 ] && [ "$owner" != 0 ] && [ -z "$RS_ALLOW_FOREIGN" ]; then
-		die $EXIT_USAGE "$dir belongs to $(stat -c %U -- "$dir") (uid $owner): refusing to write there as root (--allow-foreign-out to do it anyway)"
-	fi
-	echo "$dir"
+	local r status=0
+	r=$(rs_py check-out ${RS_ALLOW_FOREIGN:+--allow-foreign} -- "$1") || status=$?
+	[ "$status" -eq 0 ] || die "$status" "$r"
+	printf '%s\n' "$r"
 }
 
 # rs_lock_out DIR: lock DIR for this run (with the record when it is the first), or exit 1.
@@ -117,7 +109,7 @@ rs_lock_out() {
 	fi
 	case $RS_HOLD in
 	locked) [ -z "$first" ] || RS_RECORD=$RS_STATE/run.$RS_RUN_ID ;;
-	busy) die $EXIT_FAIL "$1 is in use by another run$(rs_holder_of "$1"): wait for it to finish, or use another --out" ;;
+	busy*) die $EXIT_FAIL "$1 is in use by another run${RS_HOLD#busy}: wait for it to finish, or use another --out" ;;
 	*) die $EXIT_FAIL "cannot lock $1 or write $RS_STATE" ;;
 	esac
 	printf 'out=%s\n' "$1" >> "$RS_RECORD"
@@ -127,134 +119,29 @@ rs_lock_out() {
 # live run (a record of RS_STATE whose lock is held): that run replaces raw/<unit> directories
 # whole, and would move or delete this run's files mid-run, or this run its (issue 30).
 rs_refuse_nested() {
-	local f fd o pid
-	for f in "$RS_STATE"/run.*; do
-		[ -f "$f" ] && [ ! -L "$f" ] && [ "$f" != "$RS_RECORD" ] || continue
-		{ exec {fd}< "$f"; } 2> /dev/null || continue
-		if flock -n "$fd"; then		# free: a dead run's, the reaper's business
-			exec {fd}<&-
-			continue
-		fi
-		exec {fd}<&-
-		pid=$(sed -n 's/^pid=//p' "$f" 2> /dev/null | head -n 1)
-		while IFS= read -r o; do
-			case $1/ in "$o"/?*) die $EXIT_FAIL "$1 is inside $o, the output directory of a live run (run.sh pid ${pid:-?}): use another --out" ;; esac
-			case $o/ in "$1"/?*) die $EXIT_FAIL "$1 contains $o, the output directory of a live run (run.sh pid ${pid:-?}): use another --out" ;; esac
-		done < <(sed -n 's/^out=//p' "$f" 2> /dev/null)
-	done
+	local why
+	why=$(rs_py refuse-nested --state "$RS_STATE" --record "$RS_RECORD" -- "$1") ||
+		die $EXIT_FAIL "$why"
 }
 
-# Kill, in rounds while a dying unit script still starts new ones, the processes of run $1 that
-# sit in a user namespace other than ours (the unprivileged units: unshare -rn).  The run id is
-# 64 random bits; the namespace condition keeps it from ever touching a host process.  Prints how
-# many it killed.
+# rs_kill_userns_procs ID: kill the processes of run ID in a user namespace other than ours (the
+# unprivileged units: unshare -rn), never a host process; prints how many.
 rs_kill_userns_procs() {
-	local id=$1 own pid n=0 round list found
-	own=$(readlink /proc/self/ns/user)
-	for round in 1 2 3 4 5; do
-		found=0
-		list=$(grep -lazx "TL_RUN_ID=$id" /proc/[0-9]*/environ 2> /dev/null || true)
-		for pid in $list; do
-			pid=${pid#/proc/}
-			pid=${pid%/environ}
-			[ "$(readlink "/proc/$pid/ns/user" 2> /dev/null)" != "$own" ] || continue
-			[ -n "$(readlink "/proc/$pid/ns/user" 2> /dev/null)" ] || continue
-			kill -KILL "$pid" 2> /dev/null || continue
-			found=1
-			n=$((n + 1))
-		done
-		[ "$found" = 1 ] || break
-		: "$round"
-	done
-	echo "$n"
+	rs_py kill-userns -- "$1"
 }
 
 # rs_reap_tmp DIR: remove the temporary entries of dead runs in DIR, whose lock the caller
-# holds: .tmp-* (raw directories) and .NAME.XXXX.tmp-PID (reports being written).  rm does not
-# follow a symlink it is given, so a planted one is removed, not what it points to.
-# One rm for them all: a fork per entry took 17 s for 3,000 planted links.
+# holds (.tmp-*, .NAME.XXXX.tmp-PID), never through a symlink; says how many.
 rs_reap_tmp() {
-	local d n=0 gone=()
-	for d in "$1"/.tmp-* "$1"/.*.tmp-*; do
-		[ -e "$d" ] || [ -L "$d" ] || continue
-		[ "$d" != "$TMPDIR_RUN" ] || continue
-		gone+=("$d")
-	done
-	[ "${#gone[@]}" -gt 0 ] || return 0
-	rm -rf -- "${gone[@]}" 2> /dev/null
-	for d in "${gone[@]}"; do
-		[ -e "$d" ] || [ -L "$d" ] || n=$((n + 1))
-	done
-	[ "$n" -eq 0 ] || log "removed $n temporary file(s) in ${1#"$TOP"/}/ left by an interrupted run"
-}
-
-# rs_reap_record FILE: FILE is the record of a run that is gone (the caller holds its lock):
-# delete its namespaces, stop its unprivileged units, remove its temporary directory when its
-# output directory is free.  Prints "namespaces processes kept" (kept 1: a namespace would not go).
-rs_reap_record() {
-	local f=$1 key val id="" mode="" nns=0 nproc=0 fd kept=0
-	while IFS='=' read -r key val; do
-		case $key in
-		id) id=$val ;;
-		mode) mode=$val ;;
-		ns) [[ $val =~ ^$NS_PREFIX-[A-Za-z0-9._-]+$ ]] || continue
-			if [ -e "/run/netns/$val" ] || [ -e "/run/netns/$val-p" ]; then
-				tl_netns_delete "$val"
-				nns=$((nns + 1))
-				# still there: keep the record, so the next run tries again
-				[ ! -e "/run/netns/$val" ] || kept=1
-			fi ;;
-		tmp) [ -e "$val" ] || [ -L "$val" ] || continue
-			{ exec {fd}< "${val%/*}"; } 2> /dev/null || continue
-			if [ "${val%/*}" = "$OUT" ] || flock -n "$fd"; then
-				rm -rf -- "$val" && log "removed ${val#"$TOP"/}, left by an interrupted run"
-			fi
-			exec {fd}<&- ;;
-		esac
-	done < "$f"
-	[ -z "$id" ] || [ "$mode" != userns ] || nproc=$(rs_kill_userns_procs "$id")
-	echo "$nns $nproc $kept"
-}
-
-# rs_pid_alive RECORD: whether the run.sh of RECORD (its pid= line) still exists.  A SIGKILLed
-# run's lock holder dies of its parent-death signal a moment after run.sh: until then the lock
-# looks taken although the run is gone (seen by the interrupt test under load), so the reaper
-# waits for it then.  A pid from another PID namespace may not exist here either: then the wait
-# simply ends at its bound and the record is left alone, as before.
-rs_pid_alive() {
-	local pid
-	pid=$(sed -n 's/^pid=//p' "$1" 2> /dev/null | head -n 1)
-	[[ $pid =~ ^[1-9][0-9]*$ ]] || return 0
-	kill -0 "$pid" 2> /dev/null
+	rs_said reap-tmp --tmp "$TMPDIR_RUN" -- "$1"
 }
 
 # What runs that are gone left behind: for each record whose lock is free, its namespaces and
 # processes; then the temporary files in our output directory (ours alone, by its lock) and in
 # every other outputs/*/ whose lock is free.  Says what it removed.
 rs_reap_stale() {
-	local f fd r=() nns=0 nproc=0 d
-	for f in "$RS_STATE"/run.*; do
-		[ -f "$f" ] && [ ! -L "$f" ] && [ "$f" != "$RS_RECORD" ] || continue
-		{ exec {fd}< "$f"; } 2> /dev/null || continue
-		# a record another reaper finished with (and removed) while we waited for its lock
-		if { flock -n "$fd" || { ! rs_pid_alive "$f" && flock -w 2 "$fd"; }; } && [ -f "$f" ]; then
-			r=($(rs_reap_record "$f"))
-			nns=$((nns + r[0]))
-			nproc=$((nproc + r[1]))
-			[ "${r[2]}" = 1 ] || rm -f -- "$f"
-		fi
-		exec {fd}<&-
-	done
-	[ "$nproc" -eq 0 ] || log "stopped $nproc process(es) left by an interrupted run"
-	[ "$nns" -eq 0 ] || log "removed $nns namespace(s) left by an interrupted run"
-	rs_reap_tmp "$OUT"
-	for d in "${OUTPUTS:-$TOP/outputs}"/*/; do
-		d=${d%/}
-		[ -d "$d" ] && [ ! -L "$d" ] && [ "$d" != "$OUT" ] || continue
-		{ exec {fd}< "$d"; } 2> /dev/null || continue
-		if flock -n "$fd"; then rs_reap_tmp "$d"; fi
-		exec {fd}<&-
-	done
+	rs_said reap-stale --state "$RS_STATE" --record "$RS_RECORD" --out "$OUT" \
+		--outputs "${OUTPUTS:-$TOP/outputs}" --prefix "${NS_PREFIX:-tcplab}"
 }
 
 # Every namespace is in the record before it is made, so an interrupt from then on, or the reaper
@@ -371,35 +258,11 @@ rs_switch_out() {
 }
 
 # rs_install_dir SRC DEST: DEST, a path inside $OUT, replaced whole by directory SRC (inside
-# TMPDIR_RUN), by rename(2) alone.  Each directory between $OUT and DEST is made if missing; one
-# that is a symlink (tcplab makes none) is removed first, so nothing is written through it.  An
-# old DEST (or a link in its place) is renamed into TMPDIR_RUN and removed there; DEST is never
-# moved into (mv -T).  SRC, a unit's raw directory, first gets tcplab-version.txt: the tcplab
-# that ran the unit (TCPLAB_VERSION), which its report records as tcplab_version.  Returns 1 with
-# one line on stderr on failure.
+# TMPDIR_RUN), by rename(2) alone, never through a symlink tcplab did not make; SRC first gets
+# tcplab-version.txt (TCPLAB_VERSION), which its report records as tcplab_version.  Returns 1
+# with one line on stderr on failure.
 rs_install_dir() {
-	local src=$1 dest=$2 rel path=$OUT part old="" IFS=/
-	case $dest in "$OUT"/?*) ;; *) echo "$PROG: $dest is not inside $OUT" >&2; return 1 ;; esac
-	rel=${dest#"$OUT"/}
-	case /$rel/ in */../* | */./* | *//*) echo "$PROG: $dest: not a plain path" >&2; return 1 ;; esac
-	for part in ${rel%/*}; do
-		[ "$part" != "$rel" ] || break
-		path=$path/$part
-		if [ -L "$path" ]; then
-			rm -f -- "$path" && log "removed ${path#"$TOP"/}: a symlink tcplab did not make"
-		fi
-		[ -d "$path" ] || mkdir -- "$path" || return 1
-	done
-	if [ -e "$dest" ] || [ -L "$dest" ]; then
-		old=$(mktemp -d "$TMPDIR_RUN/.old-XXXXXX") || return 1
-		mv -T -- "$dest" "$old/d" || return 1
-	fi
-	if [ -n "${TCPLAB_VERSION:-}" ]; then
-		rm -f -- "$src/tcplab-version.txt" &&
-			printf '%s\n' "$TCPLAB_VERSION" > "$src/tcplab-version.txt" || return 1
-	fi
-	mv -T -- "$src" "$dest" || return 1
-	[ -z "$old" ] || rm -rf -- "$old"
+	rs_said install-dir --out "$OUT" --tmp "$TMPDIR_RUN" --version "${TCPLAB_VERSION:-}" -- "$1" "$2"
 }
 
 # rs_run_vm ARGS...: experiments/guest/vm.sh in the background, waited for, so a signal to run.sh
@@ -421,45 +284,21 @@ rs_run_vm() {
 }
 
 # rs_kill_dir_users DIR: SIGKILL every process that holds directory DIR open: for a vm.sh work
-# directory (0700, tcplab's), its lock descriptor, inherited by timeout and QEMU, so exactly the
-# VM's processes.  The caller must not hold DIR open itself.  setpriv --pdeathsig alone cannot
-# cover a parent killed between fork and prctl, nor a pid not yet known to vm.sh's trap.
+# directory, exactly the VM's processes (its lock descriptor, inherited by timeout and QEMU).
 rs_kill_dir_users() {
-	local pid
-	case $1 in *[][*?\\]*) return 0 ;; esac	# -lname takes a pattern; mktemp names have none
-	for pid in $(find /proc/[0-9]*/fd -mindepth 1 -maxdepth 1 -lname "$1" 2> /dev/null |
-		cut -d/ -f3 | sort -u); do
-		kill -KILL "$pid" 2> /dev/null || true
-	done
+	rs_py kill-dir-users -- "$1"
 }
 
 # rs_kill_vm_users BASE: rs_kill_dir_users for each BASE/tcplab-vm.* (run.sh, once its vm.sh is
 # gone: they are all this run's).
 rs_kill_vm_users() {
-	local d
-	for d in "$1"/tcplab-vm.*; do
-		[ -d "$d" ] && [ ! -L "$d" ] || continue
-		rs_kill_dir_users "$d"
-	done
+	rs_py kill-vm-users -- "$1"
 }
 
-# rs_reap_vm_dirs BASE: remove BASE/tcplab-vm.* work directories of vm.sh runs that are gone.
-# vm.sh locks its directory and then marks it (.locked); a marked directory of ours whose lock is
-# free is provably abandoned (QEMU dies with vm.sh: setpriv --pdeathsig).  Unmarked ones are not
-# provably anyone's and are left alone.
+# rs_reap_vm_dirs BASE: remove BASE/tcplab-vm.* work directories of vm.sh runs that are gone
+# (marked .locked, ours, lock free); says how many on stderr.
 rs_reap_vm_dirs() {
-	local d fd n=0
-	for d in "$1"/tcplab-vm.*; do
-		[ -d "$d" ] && [ ! -L "$d" ] && [ -f "$d/.locked" ] || continue
-		[ "$(stat -c %u -- "$d")" = "$(id -u)" ] || continue
-		{ exec {fd}< "$d"; } 2> /dev/null || continue
-		if flock -n "$fd"; then
-			rm -rf -- "$d" && n=$((n + 1))
-		fi
-		exec {fd}<&-
-	done
-	[ "$n" -eq 0 ] || echo "${PROG:-vm.sh}: removed $n VM work director(y/ies) in $1 left by an interrupted run" >&2
-	return 0
+	rs_py reap-vm-dirs -- "$1" || true
 }
 
 # A catchable signal: from now on every such signal is ignored (so is it by what cleanup runs),

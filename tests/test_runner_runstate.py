@@ -1,0 +1,188 @@
+"""experiments/runner/tcplab_runstate.py, a run's locks, records and reaper (docs/maintainers.md,
+"The runner, step by step", step 4), as a program: what runstate.sh's rs_* functions call and the
+Python runner imports.  No run and no namespace: the program alone, on directories of the test's
+own.  The end-to-end cases (two runs on one --out, a dead run's namespaces, signals) are in
+test_reliability_outdir.py, test_reliability_nested_out.py and test_reliability_interrupt.py."""
+import fcntl
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import TOP
+
+RUNSTATE = os.path.join(TOP, "experiments", "runner", "tcplab_runstate.py")
+sys.path.insert(0, os.path.dirname(RUNSTATE))
+import tcplab_runstate as rs  # noqa: E402
+
+
+def runstate(*argv, env=None):
+    return subprocess.run(["/usr/bin/python3", "-S", RUNSTATE, "--prog", "t", *argv],
+                          capture_output=True, text=True, timeout=60, env=env)
+
+
+def locked(path):
+    """An open descriptor of PATH with its lock taken, as a live run's holder has it."""
+    fd = os.open(path, os.O_RDONLY)
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    return fd
+
+
+@pytest.mark.parametrize("argv", [
+    ["nonsense"], ["check-out"], ["install-dir", "--out", "/o", "a", "b"],
+    ["reap-stale", "--state", "/s", "--out", "/o", "--outputs", "/d"], ["reap-tmp", "a", "b"],
+    ["hold", "--state", "/s", "a", "b"], ["install-dir", "--out"],
+], ids=["unknown", "no-operand", "no-tmp", "no-prefix", "two-operands", "two-of-three",
+        "no-value"])
+def test_a_wrong_call_is_one_line_and_exit_2(argv):
+    r = runstate(*argv)
+    assert r.returncode == 2, r
+    assert r.stdout == "" and r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
+
+
+def test_state_dir_is_made_private_and_a_shared_one_refused(tmp_path):
+    env = dict(os.environ, TCPLAB_STATE=str(tmp_path / "state"))
+    r = runstate("state-dir", env=env)
+    assert r.returncode == 0 and r.stdout == f"{tmp_path}/state\n"
+    assert os.stat(tmp_path / "state").st_mode & 0o777 == 0o700
+    os.chmod(tmp_path / "state", 0o770)
+    r = runstate("state-dir", env=env)
+    assert r.returncode == 1 and r.stdout == ""
+    assert r.stderr.startswith(f"t: state directory {tmp_path}/state is not a directory only ")
+    os.chmod(tmp_path / "state", 0o700)
+    os.symlink(tmp_path / "state", tmp_path / "link")
+    r = runstate("state-dir", env=dict(env, TCPLAB_STATE=str(tmp_path / "link")))
+    assert r.returncode == 1 and "is not a directory only" in r.stderr
+
+
+def test_check_out_prints_the_physical_path_or_the_reason(tmp_path):
+    (tmp_path / "real").mkdir()
+    os.symlink(tmp_path / "real", tmp_path / "link")
+    r = runstate("check-out", "--", str(tmp_path / "link" / "new"))
+    assert r.returncode == 0 and r.stdout == f"{tmp_path}/real/new\n"
+    (tmp_path / "file").write_text("")
+    r = runstate("check-out", "--", str(tmp_path / "file"))
+    assert (r.returncode, r.stdout) == (1, f"cannot write to {tmp_path}/file\n")
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="root writing into another user's directory")
+def test_check_out_refuses_another_users_directory_to_root(tmp_path):
+    d = tmp_path / "theirs"
+    d.mkdir()
+    os.chown(d, 65534, 65534)
+    r = runstate("check-out", "--", str(d))
+    assert r.returncode == 2 and f"{d} belongs to " in r.stdout and "(uid 65534)" in r.stdout
+    r = runstate("check-out", "--allow-foreign", "--", str(d))
+    assert (r.returncode, r.stdout) == (0, f"{d}\n")
+
+
+def test_hold_keeps_the_locks_and_a_second_hold_names_the_holder(tmp_path):
+    """The first holder locks the directory and renames its record into place, locked; a second
+    on the same directory says busy and the pid the record gives; once the first is killed the
+    directory and the record are free."""
+    state, out = tmp_path / "state", tmp_path / "out"
+    state.mkdir()
+    out.mkdir()
+    record = state / "run.1"
+    first = subprocess.Popen(["/usr/bin/python3", "-S", RUNSTATE, "hold", "--state", str(state),
+                              "--", str(out), str(state / ".new.1"), str(record)],
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        assert first.stdout.readline() == "locked\n"
+        with open(record, "a") as f:
+            f.write(f"id=1\npid=4242\nout={out}\n")
+        assert not rs.is_free(out) and not rs.is_free(record)
+        r = runstate("hold", "--state", str(state), "--", str(out))
+        assert (r.returncode, r.stdout) == (1, "busy (run.sh pid 4242 in its PID namespace)\n")
+    finally:
+        first.kill()
+        first.wait()
+    assert rs.is_free(out) and rs.is_free(record)
+    r = runstate("hold", "--state", str(state), "--", str(tmp_path / "missing"))
+    assert (r.returncode, r.stdout) == (1, "error\n")
+
+
+def test_nested_output_directories_of_live_runs_only(tmp_path):
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "run.live").write_text("pid=7\nout=/o/a\n")
+    (state / "run.dead").write_text("pid=8\nout=/o/d\n")
+    fd = locked(state / "run.live")
+    try:
+        said = {d: rs.nested_in(str(state), "", d) for d in ("/o/a/b", "/o", "/o/ab", "/o/a", "/o/d/x")}
+        own = rs.nested_in(str(state), str(state / "run.live"), "/o/a/b")
+    finally:
+        os.close(fd)
+    assert said == {
+        "/o/a/b": "/o/a/b is inside /o/a, the output directory of a live run (run.sh pid 7): use another --out",
+        "/o": "/o contains /o/a, the output directory of a live run (run.sh pid 7): use another --out",
+        "/o/ab": None, "/o/a": None, "/o/d/x": None}
+    assert own is None
+
+
+def test_reap_tmp_removes_planted_links_not_their_targets(tmp_path):
+    out, victim = tmp_path / "out", tmp_path / "victim"
+    out.mkdir()
+    victim.mkdir()
+    (victim / "keep").write_text("x")
+    os.symlink(victim, out / ".tmp-planted")
+    (out / ".tmp-dead").mkdir()
+    (out / ".tmp-mine").mkdir()
+    (out / ".p01-machine.txt.ab12.tmp-99").write_text("half")
+    (out / "p01-machine.txt").write_text("kept")
+    r = runstate("--top", str(tmp_path), "reap-tmp", "--tmp", str(out / ".tmp-mine"), "--", str(out))
+    assert (r.returncode, r.stdout) == (0, "removed 3 temporary file(s) in out/ left by an interrupted run\n")
+    assert sorted(os.listdir(out)) == [".tmp-mine", "p01-machine.txt"]
+    assert os.listdir(victim) == ["keep"]
+
+
+def test_install_dir_never_writes_through_a_link_nor_outside_out(tmp_path):
+    out, victim = tmp_path / "out", tmp_path / "victim"
+    (out / ".tmp-x" / "new").mkdir(parents=True)
+    (out / ".tmp-x" / "new" / "f").write_text("new\n")
+    victim.mkdir()
+    os.symlink(victim, out / "raw")                 # a link where a directory on the way goes
+    r = runstate("--top", str(tmp_path), "install-dir", "--out", str(out), "--tmp",
+                 str(out / ".tmp-x"), "--version", "v9", "--",
+                 str(out / ".tmp-x" / "new"), str(out / "raw" / "u"))
+    assert (r.returncode, r.stdout) == (0, "removed out/raw: a symlink tcplab did not make\n")
+    assert os.listdir(victim) == []
+    assert (out / "raw" / "u" / "f").read_text() == "new\n"
+    assert (out / "raw" / "u" / "tcplab-version.txt").read_text() == "v9\n"
+    assert os.listdir(out / ".tmp-x") == []
+    for dest, why in ((str(tmp_path / "elsewhere"), "is not inside"),
+                      (f"{out}/raw/../u", "not a plain path"), (f"{out}/raw//u", "not a plain path"),
+                      (f"{out}/raw/u/", "not a plain path"), (str(out) + "/", "is not inside")):
+        r = runstate("install-dir", "--out", str(out), "--tmp", str(out / ".tmp-x"), "--",
+                     str(out / "raw" / "u"), dest)
+        assert r.returncode == 1 and r.stderr.startswith("t: ") and why in r.stderr, (dest, r)
+        assert r.stderr.count("\n") == 1
+    assert (out / "raw" / "u" / "f").read_text() == "new\n"
+
+
+def test_reap_stale_takes_dead_records_only(tmp_path):
+    """A record whose lock is free is a dead run's: its temporary directory and the record go.
+    One whose lock is held stays, with its directory in its locked output directory; our own
+    record is not looked at; an output directory whose lock is free is cleaned too."""
+    state, outputs = tmp_path / "state", tmp_path / "outputs"
+    out, busy, idle = outputs / "mine", outputs / "busy", outputs / "idle"
+    for d in (state, out / ".tmp-dead", busy / ".tmp-b", idle / ".tmp-i"):
+        d.mkdir(parents=True)
+    (state / "run.dead").write_text(f"id=d\npid=999999999\nmode=netns\nout={out}\ntmp={out}/.tmp-dead\n")
+    (state / "run.live").write_text(f"id=l\npid={os.getpid()}\nmode=netns\nout={busy}\ntmp={busy}/.tmp-b\n")
+    (state / "run.mine").write_text("id=m\n")
+    (out / ".r.txt.ab.tmp-5").write_text("a report a dead run was writing")
+    fds = [locked(state / "run.live"), locked(busy)]
+    try:
+        lines = rs.reap_stale(str(state), str(state / "run.mine"), str(out), str(outputs),
+                              "tcplab", str(tmp_path))
+    finally:
+        for fd in fds:
+            os.close(fd)
+    assert sorted(os.listdir(state)) == ["run.live", "run.mine"]
+    assert lines == ["removed outputs/mine/.tmp-dead, left by an interrupted run",
+                     "removed 1 temporary file(s) in outputs/mine/ left by an interrupted run",
+                     "removed 1 temporary file(s) in outputs/idle/ left by an interrupted run"]
+    assert os.listdir(busy) == [".tmp-b"] and os.listdir(idle) == []
+    assert os.listdir(out) == []
