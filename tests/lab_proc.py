@@ -2,14 +2,20 @@
 with a deadline, so tests wait for a `ready` line instead of sleeping.  Standard library only."""
 import contextlib
 import os
+import pathlib
 import queue
 import secrets
+import shutil
 import signal
 import subprocess
 import threading
 
-NETNS_SH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                        "experiments", "lib", "netns.sh")
+TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+NETNS_SH = os.path.join(TOP, "experiments", "lib", "netns.sh")
+# The first lines of a test's own collect script: collect.sh, then tl_init for a unit in one
+# namespace (a wire unit's script writes its own: tl_wire_init)
+COLLECT_HEAD = '#!/bin/sh\n. "$(dirname "$0")/../lib/collect.sh"\n'
+COLLECT_INIT = COLLECT_HEAD + 'tl_init "$1"\n'
 
 
 def kernel_report(unit, doc):
@@ -40,8 +46,20 @@ def exp_file(exp, folder, name):
     report, or the unit itself when it feeds none."""
     d = os.path.join(str(exp), folder)
     os.makedirs(d, exist_ok=True)
-    import pathlib
     return pathlib.Path(d, name)
+
+
+def experiments(parent, table, files=None):
+    """A TCPLAB_EXPERIMENTS directory of a test's own, PARENT/exp: experiments/lib copied, the
+    unit table TABLE, and FILES, {(folder, name): text} (exp_file).  A collect script's text is
+    whole: COLLECT_INIT and a body, or lines of its own."""
+    exp = pathlib.Path(parent, "exp")
+    shutil.copytree(os.path.join(TOP, "experiments", "lib"), exp / "lib",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    (exp / "units").write_text(table)
+    for (folder, name), text in (files or {}).items():
+        exp_file(exp, folder, name).write_text(text)
+    return exp
 
 
 class ProcError(Exception):

@@ -56,14 +56,9 @@ tl_skip "the test's own reason"
 def wire_experiments(tmp_path):
     """An experiments directory of the test's own: lib/ copied, one wire unit and one loopback
     unit that skips itself, both qemu yes."""
-    exp = tmp_path / "exp"
-    shutil.copytree(os.path.join(TOP, "experiments", "lib"), exp / "lib",
-                    ignore=shutil.ignore_patterns("__pycache__"))
-    (exp / "units").write_text(f"{UNIT} - named run no 5 150 yes wire yes\n"
-                               f"{SKIP_UNIT} - named run no 1 30 no 1 yes\n")
-    lab_proc.exp_file(exp, UNIT, f"{UNIT}.sh").write_text(UNIT_SH)
-    lab_proc.exp_file(exp, SKIP_UNIT, f"{SKIP_UNIT}.sh").write_text(SKIP_SH)
-    return exp
+    return lab_proc.experiments(tmp_path, f"{UNIT} - named run no 5 150 yes wire yes\n"
+                                          f"{SKIP_UNIT} - named run no 1 30 no 1 yes\n",
+                                {(UNIT, f"{UNIT}.sh"): UNIT_SH, (SKIP_UNIT, f"{SKIP_UNIT}.sh"): SKIP_SH})
 
 
 def kv_line(line):

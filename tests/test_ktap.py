@@ -115,18 +115,11 @@ UNIT_SH = {
 
 
 def fake_experiments(tmp_path, units):
-    exp = tmp_path / "exp"
-    shutil.copytree(os.path.join(TOP, "experiments", "lib"), exp / "lib",
-                    ignore=shutil.ignore_patterns("__pycache__"))
-    with open(exp / "units", "w") as f:
-        for u in units:
-            report = "t-badrep" if u == "t-badrep" else "-"
-            limit = 2 if u == "t-slow" else 30
-            f.write(f"{u} {report} default run no 1 {limit} no 1 yes\n")
-            lab_proc.exp_file(exp, u, f"{u}.sh").write_text('#!/bin/sh\n. "$(dirname "$0")/../lib/collect.sh"\n'
-                                         'tl_init "$1"\n' + UNIT_SH[u])
-    lab_proc.exp_file(exp, "t-badrep", "t-badrep.py").write_text("import sys\nsys.exit('t-badrep: made to fail by the test')\n")
-    return exp
+    table = "".join(f"{u} {'t-badrep' if u == 't-badrep' else '-'} default run no 1 "
+                    f"{2 if u == 't-slow' else 30} no 1 yes\n" for u in units)
+    files = {(u, f"{u}.sh"): lab_proc.COLLECT_INIT + UNIT_SH[u] for u in units}
+    files["t-badrep", "t-badrep.py"] = "import sys\nsys.exit('t-badrep: made to fail by the test')\n"
+    return lab_proc.experiments(tmp_path, table, files)
 
 
 def run_ktap(tmp_path, args, exp=None, timeout=120):

@@ -8,7 +8,6 @@ and then waits (sleep 600, its workload); the signal goes to run.sh once the sec
 started, which the test polls for (its marker file)."""
 import json
 import os
-import shutil
 import signal
 import subprocess
 import time
@@ -25,17 +24,9 @@ SIGNALS = {signal.SIGTERM: (143, "terminated"), signal.SIGINT: (130, "interrupte
 
 
 def experiments(tmp_path, table, files):
-    """A TCPLAB_EXPERIMENTS directory of the test's own: experiments/lib, the unit table TABLE,
-    and FILES, {(folder, name): text}; a collect script (.sh) gets collect.sh's first lines."""
-    exp = tmp_path / "exp"
-    shutil.copytree(os.path.join(TOP, "experiments", "lib"), exp / "lib",
-                    ignore=shutil.ignore_patterns("__pycache__"))
-    (exp / "units").write_text(table)
-    for (folder, name), text in files.items():
-        if name.endswith(".sh"):
-            text = '#!/bin/sh\n. "$(dirname "$0")/../lib/collect.sh"\ntl_init "$1"\n' + text
-        lab_proc.exp_file(exp, folder, name).write_text(text)
-    return exp
+    """lab_proc.experiments, a collect script (.sh) of FILES a body after COLLECT_INIT."""
+    return lab_proc.experiments(tmp_path, table, {
+        k: lab_proc.COLLECT_INIT + t if k[1].endswith(".sh") else t for k, t in files.items()})
 
 
 def fake_experiments(tmp_path, marker):

@@ -4,7 +4,6 @@ the live run's files are left alone.  Before, a run A's end replaced its raw/<un
 and deleting the locked directory of a run B that had been given A's raw/<unit> as its --out."""
 import glob
 import os
-import shutil
 import subprocess
 import time
 
@@ -26,14 +25,10 @@ while [ -e "{hold}" ]; do sleep 0.05; done
 
 
 def experiments(tmp_path, hold):
-    exp = tmp_path / "exp"
-    shutil.copytree(os.path.join(TOP, "experiments", "lib"), exp / "lib")
-    (exp / "units").write_text("t-hold - named run no 1 60 no 1 no\n"
-                               "t-quick - named run no 1 30 no 1 no\n")
-    lab_proc.exp_file(exp, "t-hold", "t-hold.sh").write_text(HOLD_SH.replace("{hold}", str(hold)))
-    lab_proc.exp_file(exp, "t-quick", "t-quick.sh").write_text(
-        '#!/bin/sh\n. "$(dirname "$0")/../lib/collect.sh"\ntl_init "$1"\necho ok > "$RAW/ok.txt"\n')
-    return exp
+    return lab_proc.experiments(tmp_path, "t-hold - named run no 1 60 no 1 no\n"
+                                          "t-quick - named run no 1 30 no 1 no\n",
+                                {("t-hold", "t-hold.sh"): HOLD_SH.replace("{hold}", str(hold)),
+                                 ("t-quick", "t-quick.sh"): lab_proc.COLLECT_INIT + 'echo ok > "$RAW/ok.txt"\n'})
 
 
 def test_an_out_inside_or_around_a_live_runs_is_refused(tmp_path, bindir):

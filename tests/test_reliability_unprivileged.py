@@ -143,13 +143,8 @@ def test_killed_run_leaves_nothing_without_root(user_dir, bindir):
 def own_experiments(user_dir, units, scripts):
     """A TCPLAB_EXPERIMENTS directory of the test's own: experiments/lib, the table units and
     each unit's collect script (a body after collect.sh's tl_init), all readable by the user."""
-    exp = os.path.join(user_dir, "exp")
-    shutil.copytree(os.path.join(TOP, "experiments", "lib"), os.path.join(exp, "lib"))
-    with open(os.path.join(exp, "units"), "w") as f:
-        f.write(units)
-    for name, body in scripts.items():
-        with open(lab_proc.exp_file(exp, name, f"{name}.sh"), "w") as f:
-            f.write('. "$(dirname "$0")/../lib/collect.sh"\ntl_init "$1"\n' + body)
+    exp = str(lab_proc.experiments(user_dir, units, {(name, f"{name}.sh"): lab_proc.COLLECT_INIT + body
+                                                     for name, body in scripts.items()}))
     for root, dirs, files in os.walk(exp):
         for n in dirs + files:
             os.chmod(os.path.join(root, n), 0o755)

@@ -5,7 +5,6 @@ table's own mistakes are one line each.  The real table's p04 units refuse --mtu
 segments are IP-fragmented below 88, where they stalled), p05-close --mtu 100 (its fault rule
 no longer drops the reply).  The refusals need no root; a fake table's run does."""
 import os
-import shutil
 import subprocess
 
 import pytest
@@ -66,19 +65,14 @@ def test_p05_close_is_refused_at_100(tmp_path):
 def fake_experiments(tmp_path, extra="", wire_netns="wire"):
     """A table of two units: t-wire on a wire with "# mtu min: t-wire: 88: ..." (its script
     fails if it runs below 88) and t-pass in one namespace."""
-    exp = tmp_path / "exp"
-    shutil.copytree(os.path.join(TOP, "experiments", "lib"), exp / "lib",
-                    ignore=shutil.ignore_patterns("__pycache__"))
-    (exp / "units").write_text(
+    exp = lab_proc.experiments(
+        tmp_path,
         "# mtu min: t-wire: 88: made to need 88 by tests/test_run_mtu_min.py\n" + extra +
         f"t-wire - default run no 1 30 yes {wire_netns} yes\n"
-        "t-pass - default run no 1 30 no 1 yes\n")
-    head = '#!/bin/sh\n. "$(dirname "$0")/../lib/collect.sh"\n'
-    lab_proc.exp_file(exp, "t-wire", "t-wire.sh").write_text(
-        head + 'tl_wire_init "$1"\n[ "$TL_MTU" -ge 88 ] || tl_die "ran at MTU $TL_MTU"\n'
-        'echo "mtu=$TL_MTU" > "$RAW/ran.txt"\n')
-    lab_proc.exp_file(exp, "t-pass", "t-pass.sh").write_text(
-        head + 'tl_init "$1"\necho ran > "$RAW/ran.txt"\n')
+        "t-pass - default run no 1 30 no 1 yes\n",
+        {("t-wire", "t-wire.sh"): lab_proc.COLLECT_HEAD + 'tl_wire_init "$1"\n'
+         '[ "$TL_MTU" -ge 88 ] || tl_die "ran at MTU $TL_MTU"\necho "mtu=$TL_MTU" > "$RAW/ran.txt"\n',
+         ("t-pass", "t-pass.sh"): lab_proc.COLLECT_INIT + 'echo ran > "$RAW/ran.txt"\n'})
     for u in ("t-wire", "t-pass"):
         os.chmod(exp / u / f"{u}.sh", 0o755)
     return exp

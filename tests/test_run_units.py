@@ -308,14 +308,12 @@ echo ran > "$RAW/ran.txt"
     (["t-d"], ["t-d"]),
 ])
 def test_sets_and_quick_come_from_the_table(tmp_path, bindir, args, want):
-    exp = tmp_path / "exp"
-    shutil.copytree(os.path.join(TOP, "experiments", "lib"), exp / "lib")
     rows = [("t-c", "labs", "run", "yes"), ("t-a", "default", "run", "no"),
             ("t-b", "default", "skip", "no"), ("t-d", "named", "run", "no")]
-    with open(exp / "units", "w") as f:
-        for name, uset, quick, alone in rows:
-            f.write(f"{name} - {uset} {quick} {alone} 1 30 no 1 yes\n")
-            lab_proc.exp_file(exp, name, f"{name}.sh").write_text(TINY)
+    exp = lab_proc.experiments(
+        tmp_path, "".join(f"{name} - {uset} {quick} {alone} 1 30 no 1 yes\n"
+                          for name, uset, quick, alone in rows),
+        {(name, f"{name}.sh"): TINY for name, *_ in rows})
     out = tmp_path / "out"
     r = subprocess.run([RUN, "--out", str(out), *args], capture_output=True, text=True, timeout=60,
                        env=dict(os.environ, TCPLAB_EXPERIMENTS=str(exp)))
@@ -485,12 +483,9 @@ def test_progress_lines_label_sockwatch_time_base():
 @pytest.mark.netns
 def test_netns_2_gives_the_unit_a_second_namespace(tmp_path, bindir):
     """netns=2 in the table: run.sh makes a second namespace, names it in TL_NS2, deletes it after."""
-    exp = tmp_path / "exp"
-    shutil.copytree(os.path.join(TOP, "experiments", "lib"), exp / "lib")
-    (exp / "units").write_text("t-two - named run no 1 30 no 2 no\n")
-    lab_proc.exp_file(exp, "t-two", "t-two.sh").write_text(TINY + 'echo "$TL_NS2" > "$RAW/ns2.txt"\n'
-                                  'ip netns exec "$TL_NS2" ip -o link show lo > "$RAW/lo.txt" ||'
-                                  ' tl_die "no second namespace"\n')
+    exp = lab_proc.experiments(tmp_path, "t-two - named run no 1 30 no 2 no\n", {
+        ("t-two", "t-two.sh"): TINY + 'echo "$TL_NS2" > "$RAW/ns2.txt"\n'
+        'ip netns exec "$TL_NS2" ip -o link show lo > "$RAW/lo.txt" || tl_die "no second namespace"\n'})
     out = tmp_path / "out"
     r = subprocess.run([RUN, "--out", str(out), "t-two"], capture_output=True, text=True,
                        timeout=60, env=dict(os.environ, TCPLAB_EXPERIMENTS=str(exp)))

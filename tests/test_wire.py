@@ -4,7 +4,6 @@ veth pair, faults loaded with nft, netem where the kernel has it; run.sh's netns
 `nft list ruleset` (each rule as the kernel holds it, with its counter)."""
 import os
 import re
-import shutil
 import subprocess
 import textwrap
 
@@ -163,11 +162,11 @@ def test_drop_first_drops_exactly_n_then_passes(wired, bindir):
 
 
 def write_units(d, lines, scripts):
-    shutil.copytree(os.path.join(TOP, "experiments", "lib"), d / "lib")
-    (d / "units").write_text("\n".join(lines) + "\n")
-    for name, body in scripts.items():
-        lab_proc.exp_file(d, name, f"{name}.sh").write_text("#!/bin/sh\n. \"$(dirname \"$0\")/../lib/collect.sh\"\ntl_init \"$1\"\n"
-                                      + textwrap.dedent(body))
+    """lab_proc.experiments in D (a folder named exp): the table LINES, and each unit's collect
+    script a body of SCRIPTS after COLLECT_INIT."""
+    assert d.name == "exp"
+    lab_proc.experiments(d.parent, "\n".join(lines) + "\n", {
+        (name, f"{name}.sh"): lab_proc.COLLECT_INIT + textwrap.dedent(body) for name, body in scripts.items()})
 
 
 def run(exp, out, *args):
