@@ -602,40 +602,28 @@ guest_out() {
 	OUT="$OUTPUTS/${line%% *}"
 }
 
-# Run units inside a Debian kernel under QEMU (experiments/guest/vm.sh); raw files come back to the host and
-# are reported here, into outputs/<the guest's release>/.  The guest runs them in the plan's
-# VM_ORDER: under --kernel all each guest starts its units at another point of the same order
-# (TCPLAB_ROTATE=I/N, tcplab_plan.py's rotate_plan).
-run_vm() {
-	local raw="$TMPDIR_RUN/raw" status=0 release u rc why
-	mkdir -p "$raw"
-	[ -z "$ROTATE_NOTE" ] || log "$ROTATE_NOTE"
-	TCPLAB_EXPERIMENTS=$EXP rs_run_vm --accel "$ACCEL" ${MTU_OPT:+--mtu "$MTU_OPT"} "$KERNEL" "$raw" "${VM_ORDER[@]}" || status=$?
-	[ "$status" -ne "$EXIT_SKIP" ] || { [ -z "$KTAP" ] || ktap_die "$EXIT_SKIP" "experiments/guest/vm.sh cannot boot a guest here (its reason is on stderr)"; exit "$EXIT_SKIP"; }
-	release=$(sed -n 's/^kernel=//p' "$raw/vm.txt" 2> /dev/null | head -n 1)
-	[ -n "$release" ] || die $EXIT_FAIL "the guest reported no kernel release (see above)"
-	[ -n "$OUT_SET" ] || rs_switch_out "$OUTPUTS/$release"
+# A --kernel run's guest job (experiments/runner/tcplab_guest.py): vm.sh runs the units inside a
+# Debian kernel under QEMU, their raw files come back to the host, each unit's is put in place,
+# failed or skipped with its reason, and the run ends as tcplab_finish.py ends it, in the same
+# process, into outputs/<the guest's release>/.  The guest runs them in the plan's VM_ORDER: under
+# --kernel all each guest starts its units at another point of the same order (TCPLAB_ROTATE=I/N,
+# tcplab_plan.py's rotate_plan).
+GUEST=$TOP/experiments/runner/tcplab_guest.py
+
+# guest_state UNIT...: tcplab_guest.py's own arguments, in GST.
+guest_state() {
+	local u k
+	GST=(--accel "$ACCEL" --outputs "$OUTPUTS" --state "$RS_STATE" --record "$RS_RECORD"
+		--version "$TCPLAB_VERSION")
+	[ -z "$MTU_OPT" ] || GST+=(--mtu "$MTU_OPT")
+	[ -z "$OUT_SET" ] || GST+=(--out-set)
+	[ -z "$RS_ALLOW_FOREIGN" ] || GST+=(--allow-foreign-out)
+	[ -z "$RS_RESERVE" ] || GST+=(--reserve "$RS_RESERVE")
+	for u in "${VM_ORDER[@]}"; do GST+=(--order "$u"); done
 	for u in "$@"; do
-		[ ! -d "$raw/$u" ] || cp "$raw/vm.txt" "$raw/$u/vm.txt"	# how this unit's guest ran
-		knob_record "$u" "$raw/$u"
-		rc=$(sed -n "s/^unit\.$u=//p" "$raw/vm.txt" | head -n 1)
-		UNIT_RC[$u]=${rc:-missing}
-		# a unit that ran to its end (unit.U=0) counts even when a later one hung the guest
-		if [ -d "$raw/$u" ] && [ "$rc" = 0 ]; then
-			rs_install_dir "$raw/$u" "$OUT/raw/$u" || die $EXIT_FAIL "$u: cannot put its raw directory in place"
-			DONE_UNITS+=("$u")
-		elif [ -d "$raw/$u" ] && [ "$rc" = "$UNIT_SKIPPED" ] && grep -q '^skipped: ' "$raw/$u/status.txt" 2> /dev/null; then
-			TMPDIR_RUN=${raw%/raw} unit_skipped "$u" "$(sed -n '1s/^skipped: //p' "$raw/$u/status.txt")"
-		else
-			case $rc in
-			timeout) unit_failed "$u" "timed out in the guest (limit_s ${U_LIMIT[$u]} s)" ;;
-			'' | missing) unit_failed "$u" "failed: the guest sent nothing back" ;;
-			*)	# the collect script's own reason (tl_die), as on the host
-				why=$(sed -n '1s/^failed: //p' "$raw/$u/status.txt" 2> /dev/null || true)
-				unit_failed "$u" "failed: ${why:+$why (}exit ${rc} in the guest${why:+)}" ;;
-			esac
-			[ -e "$OUT/raw/$u/vm.txt" ] || cp "$raw/vm.txt" "$OUT/raw/$u/vm.txt"
-		fi
+		for k in ${U_KNOBS[$u]:-}; do
+			[ -z "${K_GIVEN[$u:$k]:-}" ] || GST+=(--knob "$u" "$k" "${K_VALUE[$u:$k]}")
+		done
 	done
 }
 
@@ -691,7 +679,7 @@ userns_pass() {
 }
 
 main() {
-	local units=() args=("$@") code status=0
+	local units=() args=("$@") code status=0 end
 	KERNEL="" ACCEL=tcg OUT="" OUT_SET="" MTU_OPT="" QUICK="" LIST=""
 	if [ "${1:-}" = diff ]; then
 		shift
@@ -757,15 +745,23 @@ main() {
 	ensure_built
 	printf -v T0 '%(%s)T' -1
 	log "running ${units[*]}${KERNEL:+ in Debian kernel $KERNEL ($ACCEL)}"
-	if [ -n "$KERNEL" ]; then run_vm "${units[@]}"; else run_host "${units[@]}"; fi
-	# no unit writes any more: the reserve is the reports' and the failed outputs' room
-	rs_reserve_give
-	# the reports, the failed outputs, the last lines and KTAP's test points: tcplab_finish.py,
-	# a job waited for, so that a signal to run.sh is acted on at once (the cleanup stops it);
-	# SIGTERM when run.sh dies (setpriv --pdeathsig), so it never writes after the run's locks
-	# are free
-	finish_state
-	setpriv --pdeathsig TERM "$PY" -S "$FINISH" finish --t0 "$T0" "${FIN[@]}" 3>&"${KTAP_FD:-1}" &
+	# The end of the run: the reports, the failed outputs, the last lines and KTAP's test
+	# points, by tcplab_finish.py, or by tcplab_guest.py after the guest; a job waited for, so
+	# that a signal to run.sh is acted on at once (the cleanup stops it); SIGTERM when run.sh
+	# dies (setpriv --pdeathsig), so it never writes after the run's locks are free
+	if [ -n "$KERNEL" ]; then
+		[ -z "$ROTATE_NOTE" ] || log "$ROTATE_NOTE"
+		finish_state
+		guest_state "${units[@]}"
+		end=("$GUEST" --t0 "$T0" "${FIN[@]}" "${GST[@]}" -- "$KERNEL" "${units[@]}")
+	else
+		run_host "${units[@]}"
+		# no unit writes any more: the reserve is the reports' and the failed outputs' room
+		rs_reserve_give
+		finish_state
+		end=("$FINISH" finish --t0 "$T0" "${FIN[@]}")
+	fi
+	setpriv --pdeathsig TERM "$PY" -S "${end[@]}" 3>&"${KTAP_FD:-1}" &
 	FINISH_PID=$!
 	wait "$FINISH_PID" || status=$?
 	FINISH_PID=""
@@ -774,9 +770,9 @@ main() {
 	141) ;;	# SIGPIPE: stdout's reader is gone (--ktap | head), as run.sh's own printf died of it
 	*)	# killed from outside, or a bug there: said, never a silent end
 		if [ "$status" -gt 128 ]; then
-			die $EXIT_FAIL "the run's end (tcplab_finish.py) was killed by SIG$(kill -l "$((status - 128))" 2> /dev/null || echo "$((status - 128))"): its reports, failed outputs or last lines may be missing"
+			die $EXIT_FAIL "the run's end (${end[0]##*/}) was killed by SIG$(kill -l "$((status - 128))" 2> /dev/null || echo "$((status - 128))"): its reports, failed outputs or last lines may be missing"
 		fi
-		die $EXIT_FAIL "the run's end (tcplab_finish.py) failed with status $status (above): its reports, failed outputs or last lines may be missing" ;;
+		die $EXIT_FAIL "the run's end (${end[0]##*/}) failed with status $status (above): its reports, failed outputs or last lines may be missing" ;;
 	esac
 	exit "$status"
 }

@@ -28,14 +28,13 @@
 # The rules of the locks, the records, the reaper and rs_install_dir are written once, in
 # experiments/runner/tcplab_runstate.py, which the Python runner imports; the rs_* functions here
 # that apply them call it.  What stays in bash is the shell's own: its traps, its cleanup, its
-# namespaces, the reserve, and vm.sh as its job.
+# namespaces and the reserve.
 #
-# Functions called from run.sh: rs_start, rs_switch_out, make_ns, rs_install_dir, rs_run_vm,
-# rs_disk_full, rs_reserve_give.
-# Error rule: a function that can fail prints one line on stderr and returns 1, except rs_start and
-# rs_switch_out, which exit through die() (run.sh's), as main() would.
+# Functions called from run.sh: rs_start, make_ns, rs_install_dir, rs_disk_full, rs_reserve_give.
+# Error rule: a function that can fail prints one line on stderr and returns 1, except rs_start,
+# which exits through die() (run.sh's), as main() would.
 
-RS_HOLD="" RS_STATE="" RS_RECORD="" RS_RUN_ID="" RS_ALLOW_FOREIGN="" RS_VM_PID=""
+RS_HOLD="" RS_STATE="" RS_RECORD="" RS_RUN_ID="" RS_ALLOW_FOREIGN=""
 RS_HOLDERS=()	# pids of the lock holders, killed last
 NAMESPACES=()
 TMPDIR_RUN=""
@@ -98,17 +97,12 @@ rs_check_out() {
 	printf '%s\n' "$r"
 }
 
-# rs_lock_out DIR: lock DIR for this run (with the record when it is the first), or exit 1.
+# rs_lock_out DIR: lock DIR and the run's new record, or exit 1.  (A --kernel run whose guest
+# names another release locks that directory itself: tcplab_guest.py's switch_out.)
 rs_lock_out() {
-	local first=""
-	if [ -z "$RS_RECORD" ]; then
-		first=1
-		rs_hold "$1" "$RS_STATE/.new.$RS_RUN_ID" "$RS_STATE/run.$RS_RUN_ID"
-	else
-		rs_hold "$1"
-	fi
+	rs_hold "$1" "$RS_STATE/.new.$RS_RUN_ID" "$RS_STATE/run.$RS_RUN_ID"
 	case $RS_HOLD in
-	locked) [ -z "$first" ] || RS_RECORD=$RS_STATE/run.$RS_RUN_ID ;;
+	locked) RS_RECORD=$RS_STATE/run.$RS_RUN_ID ;;
 	busy*) die $EXIT_FAIL "$1 is in use by another run${RS_HOLD#busy}: wait for it to finish, or use another --out" ;;
 	*) die $EXIT_FAIL "cannot lock $1 or write $RS_STATE" ;;
 	esac
@@ -245,42 +239,12 @@ rs_disk_full() {
 	[ $((free * bsize)) -lt $((RS_FULL_KB * 1024)) ]
 }
 
-# rs_switch_out DIR: from now on write to DIR (a --kernel run learns its release late): checked,
-# locked and reaped like the first.
-rs_switch_out() {
-	local dir
-	dir=$(rs_check_out "$1") || exit
-	[ "$dir" = "$OUT" ] && return 0
-	rs_lock_out "$dir"
-	rs_refuse_nested "$dir"
-	OUT=$dir
-	rs_reap_tmp "$OUT"
-}
-
 # rs_install_dir SRC DEST: DEST, a path inside $OUT, replaced whole by directory SRC (inside
 # TMPDIR_RUN), by rename(2) alone, never through a symlink tcplab did not make; SRC first gets
 # tcplab-version.txt (TCPLAB_VERSION), which its report records as tcplab_version.  Returns 1
 # with one line on stderr on failure.
 rs_install_dir() {
 	rs_said install-dir --out "$OUT" --tmp "$TMPDIR_RUN" --version "${TCPLAB_VERSION:-}" -- "$1" "$2"
-}
-
-# rs_run_vm ARGS...: experiments/guest/vm.sh in the background, waited for, so a signal to run.sh
-# is acted on at once (cleanup stops vm.sh, whose trap stops QEMU).  vm.sh gets SIGTERM from the
-# kernel if run.sh dies, and puts its work directory in TMPDIR_RUN.  Returns vm.sh's status; a
-# vm.sh killed by a signal is said so, and run.sh exits 1.
-rs_run_vm() {
-	local status=0
-	TMPDIR=$TMPDIR_RUN setpriv --pdeathsig TERM "$TOP/experiments/guest/vm.sh" "$@" &
-	RS_VM_PID=$!
-	wait "$RS_VM_PID" || status=$?
-	RS_VM_PID=""
-	if [ "$status" -gt 128 ]; then
-		rs_kill_vm_users "$TMPDIR_RUN"
-		rs_reap_vm_dirs "$TMPDIR_RUN"
-		die $EXIT_FAIL "vm.sh was killed by SIG$(kill -l "$status" 2> /dev/null || echo "$status") (its guest died with it)"
-	fi
-	return "$status"
 }
 
 # rs_kill_dir_users DIR: SIGKILL every process that holds directory DIR open: for a vm.sh work
@@ -328,22 +292,21 @@ rs_on_exit() {
 # directory, then drop the record and the locks, and exit with STATUS.  Runs to its end whatever
 # signal comes meanwhile, and runs once: the EXIT trap is dropped first.
 rs_cleanup() {
-	local status=$1 ns pid n
+	local status=$1 ns pid d
 	trap '' INT TERM HUP QUIT
 	trap - EXIT
 	! declare -F rs_unsaid > /dev/null || rs_unsaid "$status"
 	trap - ERR
 	set +eu	# an error or an unset name must not cut the cleanup short
-	if [ -n "$RS_VM_PID" ]; then
-		kill -TERM "$RS_VM_PID" 2> /dev/null
-		for n in $(seq 100); do kill -0 "$RS_VM_PID" 2> /dev/null || break; sleep 0.05; done
-		kill -KILL "$RS_VM_PID" 2> /dev/null
-		wait "$RS_VM_PID" 2> /dev/null
-		rs_kill_vm_users "$TMPDIR_RUN"
-		: "$n"
-	fi
 	# units run in sessions of their own (setsid): run.sh's own list of them, then its jobs
 	! declare -F kill_running_units > /dev/null || kill_running_units
+	# a --kernel run's guest job (tcplab_guest.py) has stopped its vm.sh, whose trap stops QEMU;
+	# what still holds one of this run's VM work directories (the job was killed first) goes
+	for d in "$TMPDIR_RUN"/tcplab-vm.*; do
+		[ -d "$d" ] || continue
+		rs_kill_vm_users "$TMPDIR_RUN"
+		break
+	done
 	for pid in $(jobs -p); do kill -KILL "$pid" 2> /dev/null; done
 	# only unprivileged units need the scan of every process's environment
 	[ "${NS_MODE:-}" != userns ] || rs_kill_userns_procs "$RS_RUN_ID" > /dev/null
