@@ -5,8 +5,10 @@ own.  The end-to-end cases (two runs on one --out, a dead run's namespaces, sign
 test_reliability_outdir.py, test_reliability_nested_out.py and test_reliability_interrupt.py."""
 import fcntl
 import os
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -186,3 +188,134 @@ def test_reap_stale_takes_dead_records_only(tmp_path):
                      "removed 1 temporary file(s) in outputs/idle/ left by an interrupted run"]
     assert os.listdir(busy) == [".tmp-b"] and os.listdir(idle) == []
     assert os.listdir(out) == []
+
+
+def test_a_refused_install_still_says_what_it_did_first(tmp_path):
+    """A planted link removed, then the install refused (SRC missing): the removal is said on
+    stdout, the refusal in one line on stderr."""
+    out = tmp_path / "out"
+    (out / ".tmp-x").mkdir(parents=True)
+    (tmp_path / "victim").mkdir()
+    os.symlink(tmp_path / "victim", out / "raw")
+    r = runstate("--top", str(tmp_path), "install-dir", "--out", str(out), "--tmp", str(out / ".tmp-x"),
+                 "--", str(out / ".tmp-x" / "gone"), str(out / "raw" / "u"))
+    assert r.returncode == 1
+    assert r.stdout == "removed out/raw: a symlink tcplab did not make\n"
+    assert r.stderr == (f"t: cannot put {out}/.tmp-x/gone in place as {out}/raw/u: "
+                        "No such file or directory\n")
+
+
+def test_a_version_and_a_state_dir_as_bash_made_them(tmp_path):
+    """tcplab-version.txt holds the version's bytes as given (not UTF-8: written, not a
+    traceback); the state directory is 0700 under any umask, as mkdir -m 0700 made it."""
+    out = tmp_path / "out"
+    (out / ".tmp-x" / "new").mkdir(parents=True)
+    r = subprocess.run([b"/usr/bin/python3", b"-S", os.fsencode(RUNSTATE), b"install-dir",
+                        b"--out", os.fsencode(out), b"--tmp", os.fsencode(out / ".tmp-x"),
+                        b"--version", b"1.0-\xff", b"--", os.fsencode(out / ".tmp-x" / "new"),
+                        os.fsencode(out / "raw")], capture_output=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert (out / "raw" / "tcplab-version.txt").read_bytes() == b"1.0-\xff\n"
+    r = subprocess.run(["/usr/bin/python3", "-S", RUNSTATE, "state-dir"], capture_output=True,
+                       text=True, timeout=60, preexec_fn=lambda: os.umask(0o277),
+                       env=dict(os.environ, TCPLAB_STATE=str(tmp_path / "st")))
+    assert r.returncode == 0, r.stderr
+    assert os.stat(tmp_path / "st").st_mode & 0o777 == 0o700
+
+
+def test_a_pid_no_kernel_has_is_a_dead_run(tmp_path):
+    """A record's pid beyond any pid_t is gone (bash's kill -0 failed on it), not a crash."""
+    (tmp_path / "run.x").write_text("pid=99999999999999999999\n")
+    assert rs.pid_alive(str(tmp_path / "run.x")) is False
+    (tmp_path / "run.y").write_text(f"pid={os.getpid()}\n")
+    assert rs.pid_alive(str(tmp_path / "run.y")) is True
+
+
+REAPER_SH = """
+set -euo pipefail
+PROG=t TOP=/ EXIT_USAGE=2 EXIT_FAIL=1
+log() {{ echo "$*" >&2; }}
+die() {{ local s=$1; shift; echo "t: $*" >&2; exit "$s"; }}
+. {runstate_sh}
+RS_STATE={state} RS_RECORD= OUT={out} OUTPUTS={outputs}
+trap 'rs_cleanup $?' EXIT
+rs_trap_signals rs_on_signal rs_cleanup 'INT 130 "interrupted"' 'TERM 143 "terminated"'
+rs_reap_stale
+echo reaped >&2
+"""
+
+
+def held_dead_record(tmp_path):
+    """A state directory whose one record's run.sh pid is gone while its lock is still held (by
+    this test), so a reaper waits up to 2 s for it; and its outputs/o."""
+    state, out = tmp_path / "state", tmp_path / "outputs" / "o"
+    state.mkdir(mode=0o700)
+    out.mkdir(parents=True)
+    (state / "run.held").write_text("id=h\npid=999999999\n")
+    return state, out, locked(state / "run.held")
+
+
+def until_reaping(p, state):
+    """Until a reaper of STATE holds its held record open: it waits for the record's lock."""
+    deadline = time.monotonic() + 20
+    record = str(state / "run.held")
+    while not any(record in links(pid) for pid in reapers(state)):
+        assert time.monotonic() < deadline and p.poll() is None, "no reaper waits for the lock"
+        time.sleep(0.01)
+
+
+def links(pid):
+    try:
+        return [os.readlink(f"/proc/{pid}/fd/{n}") for n in os.listdir(f"/proc/{pid}/fd")]
+    except OSError:
+        return []
+
+
+def test_a_signal_during_the_reaper_ends_it_with_the_run(tmp_path):
+    """SIGTERM to the shell while its reaper waits for a record's lock: the cleanup ends the
+    reaper before the run's locks go; else it would go on and could remove the next run's
+    temporary directory."""
+    state, out, fd = held_dead_record(tmp_path)
+    err = tmp_path / "err"
+    try:
+        with open(err, "w") as f:     # not a pipe: a reaper left running would hold it open
+            p = subprocess.Popen(["bash", "-c", REAPER_SH.format(
+                runstate_sh=os.path.join(TOP, "experiments", "lib", "runstate.sh"), state=state,
+                out=out, outputs=out.parent)], stderr=f)
+        until_reaping(p, state)
+        p.send_signal(signal.SIGTERM)
+        p.wait(timeout=30)
+        left = reapers(state)
+    finally:
+        os.close(fd)
+    assert p.returncode == 143, err.read_text()
+    assert not left, f"the reaper outlived the run: {left}"
+    assert "reaped" not in err.read_text()
+
+
+def test_a_ctrl_c_ends_the_program_without_a_traceback(tmp_path):
+    state, out, fd = held_dead_record(tmp_path)
+    try:
+        p = subprocess.Popen(["/usr/bin/python3", "-S", RUNSTATE, "reap-stale", "--state", str(state),
+                              "--out", str(out), "--outputs", str(out.parent), "--prefix", "tcplab"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        until_reaping(p, state)
+        p.send_signal(signal.SIGINT)
+        _, err = p.communicate(timeout=30)
+    finally:
+        os.close(fd)
+    assert p.returncode == -signal.SIGINT and err == b""
+
+
+def reapers(state):
+    """The pids of tcplab_runstate.py processes working on STATE."""
+    found = []
+    for pid in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+        except OSError:
+            continue
+        if any(a.endswith(b"tcplab_runstate.py") for a in argv) and os.fsencode(str(state)) in argv:
+            found.append(int(pid))
+    return found

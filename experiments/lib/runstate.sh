@@ -52,16 +52,30 @@ rs_py() {
 	"${PY:-/usr/bin/python3}" -S "$RS_PY" --prog "${PROG:-run.sh}" --top "${TOP:-}" "$@"
 }
 
-# rs_said COMMAND ARGS...: rs_py, each line it prints on stdout said through log().  Read from a
-# process substitution, not a command substitution (see rs_disk_full); its status comes last.
+# rs_call COMMAND ARGS...: rs_py, its stdout's lines in the array RS_OUT, its status returned.
+# Read from a descriptor, not a command substitution (bash 5.2 can lose a SIGINT that comes
+# while it waits for one: see rs_disk_full).  Its pid is in RS_PY_PID meanwhile, for rs_cleanup
+# to kill: after the cleanup the run's locks are free, and a reaper still running could remove
+# the next run's files; it dies with run.sh too (setpriv --pdeathsig).
+RS_PY_PID="" RS_OUT=()
+rs_call() {
+	local line fd status=0
+	RS_OUT=()
+	exec {fd}< <(exec setpriv --pdeathsig KILL "${PY:-/usr/bin/python3}" -S "$RS_PY" \
+		--prog "${PROG:-run.sh}" --top "${TOP:-}" "$@")
+	RS_PY_PID=$!
+	while IFS= read -r -u "$fd" line; do RS_OUT+=("$line"); done
+	exec {fd}<&-
+	wait "$RS_PY_PID" || status=$?
+	RS_PY_PID=""
+	return "$status"
+}
+
+# rs_said COMMAND ARGS...: rs_call, each line it printed said through log().
 rs_said() {
 	local line status=0
-	while IFS= read -r line; do
-		case $line in
-		"rs-status "*) status=${line#rs-status } ;;
-		*) log "$line" ;;
-		esac
-	done < <(st=0; rs_py "$@" || st=$?; echo "rs-status $st")
+	rs_call "$@" || status=$?
+	for line in "${RS_OUT[@]}"; do log "$line"; done
 	return "$status"
 }
 
@@ -113,9 +127,8 @@ rs_lock_out() {
 # live run (a record of RS_STATE whose lock is held): that run replaces raw/<unit> directories
 # whole, and would move or delete this run's files mid-run, or this run its (issue 30).
 rs_refuse_nested() {
-	local why
-	why=$(rs_py refuse-nested --state "$RS_STATE" --record "$RS_RECORD" -- "$1") ||
-		die $EXIT_FAIL "$why"
+	rs_call refuse-nested --state "$RS_STATE" --record "$RS_RECORD" -- "$1" ||
+		die $EXIT_FAIL "${RS_OUT[0]:-tcplab_runstate.py refuse-nested failed (above)}"
 }
 
 # rs_kill_userns_procs ID: kill the processes of run ID in a user namespace other than ours (the
@@ -250,13 +263,13 @@ rs_install_dir() {
 # rs_kill_dir_users DIR: SIGKILL every process that holds directory DIR open: for a vm.sh work
 # directory, exactly the VM's processes (its lock descriptor, inherited by timeout and QEMU).
 rs_kill_dir_users() {
-	rs_py kill-dir-users -- "$1"
+	rs_py kill-dir-users -- "$1" || true
 }
 
 # rs_kill_vm_users BASE: rs_kill_dir_users for each BASE/tcplab-vm.* (run.sh, once its vm.sh is
 # gone: they are all this run's).
 rs_kill_vm_users() {
-	rs_py kill-vm-users -- "$1"
+	rs_py kill-vm-users -- "$1" || true
 }
 
 # rs_reap_vm_dirs BASE: remove BASE/tcplab-vm.* work directories of vm.sh runs that are gone
@@ -298,6 +311,8 @@ rs_cleanup() {
 	! declare -F rs_unsaid > /dev/null || rs_unsaid "$status"
 	trap - ERR
 	set +eu	# an error or an unset name must not cut the cleanup short
+	# a tcplab_runstate.py of the run (the reaper, an install) goes before the locks are free
+	[ -z "$RS_PY_PID" ] || kill -KILL "$RS_PY_PID" 2> /dev/null
 	# units run in sessions of their own (setsid): run.sh's own list of them, then its jobs
 	! declare -F kill_running_units > /dev/null || kill_running_units
 	# a --kernel run's guest job (tcplab_guest.py) has stopped its vm.sh, whose trap stops QEMU;

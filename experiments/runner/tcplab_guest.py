@@ -112,6 +112,7 @@ class GuestRun(tf.Run):
             self.say(rs.install_dir(src, dest, self.out, self.tmp, self.prog, self.version, self.top))
             return True
         except rs.Refused as e:
+            self.say(e.said)
             tf.write(2, f"{e}\n")
             return False
 

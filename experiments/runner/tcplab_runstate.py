@@ -44,6 +44,7 @@ Lines "said" go to stdout, for run.sh's log(); a failure is one line "P: ..." on
 1, unless said otherwise above.  Standard library only; run by Debian's /usr/bin/python3 -S.
 """
 
+import errno
 import fcntl
 import fnmatch
 import os
@@ -62,9 +63,10 @@ NETNS_SH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib",
 class Refused(Exception):
     """One line for the caller, and an exit status."""
 
-    def __init__(self, msg, status=1):
+    def __init__(self, msg, status=1, said=()):
         super().__init__(msg)
         self.status = status
+        self.said = list(said)      # the lines to say first (what was done before the refusal)
 
 
 # ---- small things -------------------------------------------------------------------------------
@@ -161,10 +163,12 @@ def state_dir(prog, env=None):
         d = "/run/tcplab"
     else:
         d = f"{env.get('XDG_RUNTIME_DIR') or '/tmp'}/tcplab-{uid}"
-    try:
-        os.makedirs(d, mode=0o700, exist_ok=True)
-    except OSError:
-        pass
+    if not os.path.lexists(d):
+        try:
+            os.makedirs(d, mode=0o700)
+            os.chmod(d, 0o700)      # mkdir -m 0700: whatever the umask
+        except OSError:
+            pass
     try:
         st = os.lstat(d)
         ok = (not os.path.islink(d) and os.path.isdir(d) and st.st_uid == uid
@@ -389,7 +393,7 @@ def pid_alive(path):
         return True
     try:
         os.kill(int(pids[0]), 0)
-    except ProcessLookupError:
+    except (ProcessLookupError, OverflowError):     # no such process (bash's kill -0 fails too)
         return False
     except OSError:
         return True
@@ -468,7 +472,8 @@ def install_dir(src, dest, out, tmp, prog, version="", top=""):
     that is a symlink (tcplab makes none) is removed first, so nothing is written through it.  An
     old DEST (or a link in its place) is renamed into TMP and removed there; DEST is never moved
     into.  SRC first gets tcplab-version.txt with VERSION, the tcplab that ran the unit, when
-    VERSION is given.  Returns the lines to say; Refused with one line on failure."""
+    VERSION is given.  Returns the lines to say; Refused with one line on failure (and the
+    lines to say before it)."""
     if not (dest.startswith(out + "/") and len(dest) > len(out) + 1):
         raise Refused(f"{prog}: {dest} is not inside {out}")
     relpath = dest[len(out) + 1:]
@@ -476,6 +481,7 @@ def install_dir(src, dest, out, tmp, prog, version="", top=""):
         raise Refused(f"{prog}: {dest}: not a plain path")
     lines = []
     path = out
+    old = ""
     try:
         for part in relpath.split("/")[:-1]:
             path = f"{path}/{part}"
@@ -484,7 +490,6 @@ def install_dir(src, dest, out, tmp, prog, version="", top=""):
                 lines.append(f"removed {rel(path, top)}: a symlink tcplab did not make")
             if not os.path.isdir(path):
                 os.mkdir(path)
-        old = ""
         if os.path.lexists(dest):
             old = tempfile.mkdtemp(prefix=".old-", dir=tmp)
             os.rename(dest, old + "/d")
@@ -492,13 +497,20 @@ def install_dir(src, dest, out, tmp, prog, version="", top=""):
             vfile = src + "/tcplab-version.txt"
             if os.path.lexists(vfile):
                 os.unlink(vfile)
-            with open(vfile, "x") as f:
-                f.write(version + "\n")
-        os.rename(src, dest)
+            with open(vfile, "xb") as f:
+                f.write(os.fsencode(version) + b"\n")
+        try:
+            os.rename(src, dest)
+        except OSError as e:
+            if e.errno != errno.EXDEV:
+                raise
+            # another filesystem (mv -T copied then): a copy, links as links, then SRC removed
+            shutil.copytree(src, dest, symlinks=True)
+            shutil.rmtree(src)
     except OSError as e:
         raise Refused(f"{prog}: cannot put {src} in place as {dest}: "
-                      f"{e.strerror or e}{f' ({e.filename})' if e.filename not in (None, src, dest) else ''}"
-                      ) from None
+                      f"{e.strerror or e}{f' ({e.filename})' if e.filename not in (None, src, dest) else ''}",
+                      said=lines) from None
     if old:
         rm_rf(old)
     return lines
@@ -660,8 +672,17 @@ def main(argv):
 
 
 if __name__ == "__main__":
+    # a Ctrl-C to the group or a closed pipe ends this program silently, as it ended the
+    # coreutils the bash ran before (run.sh's trap says why the run stops)
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    sys.stderr.reconfigure(errors="surrogateescape")
+    sys.stdout.reconfigure(errors="surrogateescape")
     try:
         sys.exit(main(sys.argv[1:]))
     except Refused as e:
+        say(e.said)
+        sys.stdout.flush()
         sys.stderr.write(f"{e}\n")
         sys.exit(e.status)
