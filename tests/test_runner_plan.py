@@ -162,3 +162,19 @@ def test_a_guest_side_by_side_runs_its_units_from_another_point():
         p, _ = plan("--kernel", "6.1", *units, env={"TCPLAB_ROTATE": bad})
         assert (p["PLAN_ACTION"], p["PLAN_STATUS"]) == ("die", "2"), bad
         assert p["PLAN_MSG"] == f"TCPLAB_ROTATE={bad}: want I/N, 0 <= I < N <= 99"
+
+
+@pytest.mark.parametrize("prog,args", [("tcplab_plan.py", ["--as", "run.sh", EXP, "--all"]),
+                                       ("tcplab_units.py", ["shell", EXP])],
+                         ids=["plan", "units"])
+def test_a_reader_gone_ends_the_program_silently(prog, args):
+    """run.sh killed while the plan is written to it (CI's interrupt storm: SIGKILL 0.06 s in):
+    the program dies of SIGPIPE as a shell's printf would, with no traceback on the terminal."""
+    r, w = os.pipe()
+    os.close(r)
+    try:
+        p = subprocess.run(["/usr/bin/python3", "-S", os.path.join(TOP, "experiments", "runner", prog),
+                            *args], stdout=w, stderr=subprocess.PIPE, timeout=30)
+    finally:
+        os.close(w)
+    assert (p.returncode, p.stderr) == (-13, b"")

@@ -35,6 +35,7 @@ Standard library only; run by Debian's /usr/bin/python3 -S.
 import os
 import re
 import shlex
+import signal
 import sys
 import time
 
@@ -538,6 +539,9 @@ def main(argv):
 
 
 if __name__ == "__main__":
+    # run.sh gone while this writes to it (SIGKILL, CI's interrupt storm at 0.06 s): the pipe's
+    # end kills this program silently, as it would a shell's printf, not with a traceback
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     try:
         sys.exit(main(sys.argv))
     except Exception:   # a bug here: run.sh stops with its own line

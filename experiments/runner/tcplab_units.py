@@ -39,6 +39,7 @@ Standard library only; run by Debian's /usr/bin/python3.
 import os
 import re
 import shlex
+import signal
 import sys
 
 PROG = "run.sh"  # the messages are run.sh's: it is the table's first reader (docs/design.md)
@@ -538,6 +539,9 @@ def _knobs_main(argv):
 
 
 if __name__ == "__main__":
+    # run.sh gone while this writes to it (SIGKILL, CI's interrupt storm at 0.06 s): the pipe's
+    # end kills this program silently, as it would a shell's printf, not with a traceback
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     try:
         sys.exit(main(sys.argv))
     except Exception:   # a bug here, not a bad table: not status 1, which run.sh passes on
