@@ -558,9 +558,10 @@ why_cut() {
 	[ ${#WHY_CUT} -le "$WHY_MAX" ] || WHY_CUT="${WHY_CUT:0:WHY_MAX} [cut at $WHY_MAX bytes]"
 }
 
-# finish_stop: tcplab_finish.py stopped (for the cleanup: rs_cleanup, through kill_running_units):
-# SIGTERM kills the report it runs and ends it; polled for 5 s until it is gone or a zombie, then
-# SIGKILL (each report dies with it: setpriv --pdeathsig).  Not `wait`: a signal that came as
+# finish_stop: tcplab_finish.py or tcplab_guest.py stopped (for the cleanup: rs_cleanup, through
+# kill_running_units): SIGTERM kills the report it runs and ends it, or stops the guest's vm.sh
+# (given 5 s); polled for 7 s until it is gone or a zombie, then SIGKILL (each report and vm.sh
+# die with it: setpriv --pdeathsig).  Not `wait`: a signal that came as
 # the job ended, while main's `wait` for it ran, left bash 5.2 in this trap's own wait for that
 # pid for ever, in wait4(-1) with only the lock holders left as children (2 runs of 24, SIGTERM
 # to run.sh alone at its "finished" line).
@@ -570,7 +571,7 @@ finish_stop() {
 	FINISH_PID=""
 	kill -TERM "$pid" 2> /dev/null || return 0
 	kill -CONT "$pid" 2> /dev/null || true
-	for _ in $(seq 100); do
+	for _ in $(seq 140); do
 		proc_gone "$pid" && return 0
 		sleep 0.05
 	done
@@ -767,6 +768,7 @@ main() {
 	FINISH_PID=""
 	case $status in
 	0 | "$EXIT_FAIL" | "$EXIT_SKIP") ;;
+	"$EXIT_USAGE") ;;	# its own line said why (a bad call; a guest's directory refused)
 	141) ;;	# SIGPIPE: stdout's reader is gone (--ktap | head), as run.sh's own printf died of it
 	*)	# killed from outside, or a bug there: said, never a silent end
 		if [ "$status" -gt 128 ]; then

@@ -122,8 +122,10 @@ def test_a_guest_that_cannot_boot_here_skips_every_planned_unit(tmp_path):
 
 @pytest.mark.parametrize("body,line", [
     ("kill -KILL $$", "run.sh: vm.sh was killed by SIGKILL (its guest died with it)"),
+    ("kill -35 $$", "run.sh: vm.sh was killed by SIGRTMIN+1 (its guest died with it)"),
     ("echo status=ok > \"$RAW/vm.txt\"", "run.sh: the guest reported no kernel release (see above)"),
-], ids=["vm.sh-killed", "no-release"])
+    ("exit 1", "run.sh: the guest reported no kernel release (see above)"),
+], ids=["vm.sh-killed", "vm.sh-rt-signal", "no-release", "no-vm.txt"])
 def test_a_guest_run_that_cannot_go_on_says_so_in_one_line(tmp_path, body, line):
     r, stream = guest(tmp_path, body, ["t-a"], ["--out-set"], ktap=True)
     assert r.returncode == 1
@@ -146,9 +148,11 @@ def test_without_out_the_guests_release_decides_and_is_locked(tmp_path):
     assert f"outputs in {rel}/" in r.stderr
 
 
-@pytest.mark.parametrize("trap,most", [("trap 'echo stopped > \"$RAW/../stopped\"; exit 143' TERM", 3.0),
-                                       ("trap '' TERM", 8.0)], ids=["vm.sh-stops", "vm.sh-deaf"])
-def test_sigterm_stops_vm_sh_and_ends_the_job_with_nothing_said(tmp_path, trap, most):
+@pytest.mark.parametrize("sig,trap,most", [
+    (signal.SIGTERM, "trap 'echo stopped > \"$RAW/../stopped\"; exit 143' TERM", 3.0),
+    (signal.SIGHUP, "trap 'echo stopped > \"$RAW/../stopped\"; exit 143' TERM", 3.0),
+    (signal.SIGTERM, "trap '' TERM", 9.0)], ids=["vm.sh-stops", "SIGHUP", "vm.sh-deaf"])
+def test_sigterm_stops_vm_sh_and_ends_the_job_with_nothing_said(tmp_path, sig, trap, most):
     """run.sh's cleanup sends the job SIGTERM: vm.sh gets SIGTERM (its trap stops QEMU); one that
     does not end is killed after a few seconds; the job ends with 143 and no line of its own."""
     p = guest(tmp_path, f"{trap}\necho up > \"$RAW/../up\"\nwhile :; do sleep 0.05; done",
@@ -158,10 +162,35 @@ def test_sigterm_stops_vm_sh_and_ends_the_job_with_nothing_said(tmp_path, trap, 
         assert time.monotonic() < deadline and p.poll() is None, p.communicate()
         time.sleep(0.02)
     t0 = time.monotonic()
-    p.send_signal(signal.SIGTERM)
+    p.send_signal(sig)
     _, err = p.communicate(timeout=30)
     took = time.monotonic() - t0
-    assert p.returncode == 143 and err == "", err
+    assert p.returncode == 128 + sig and err == "", err
     assert took < most, took
     if "stopped" in trap:
         assert (tmp_path / "tmp" / "stopped").read_text() == "stopped\n"
+
+
+def test_a_reason_with_nul_bytes_or_too_long_is_kept_and_cut_as_run_sh_did(tmp_path):
+    """A guest unit's status.txt with a NUL byte (dropped, as bash's $(...) dropped it) or a
+    reason over 4,096 bytes (cut in the run's end, as run.sh's why_cut cut it; whole in
+    status.txt); a status 3 whose "skipped: " is on a later line skips with no reason, as on
+    the host; and a value "--" among the options."""
+    long_why = "x" * 140000
+    body = f"""printf '{VM_TXT}unit.t-nul=1\\nunit.t-long=1\\nunit.t-late=3\\n' > "$RAW/vm.txt"
+mkdir "$RAW/t-nul" "$RAW/t-long" "$RAW/t-late"
+printf 'failed: a\\0b c\\n' > "$RAW/t-nul/status.txt"
+{{ printf 'failed: '; head -c 140000 /dev/zero | tr '\\0' x; echo; }} > "$RAW/t-long/status.txt"
+printf 'first\\nskipped: later\\n' > "$RAW/t-late/status.txt"
+"""
+    r, _ = guest(tmp_path, body, ["t-nul", "t-long", "t-late"], ["--out-set", "--version", "--"])
+    out = tmp_path / "out"
+    assert r.returncode == 1, r.stderr[-3000:]
+    assert (out / "raw" / "t-nul" / "status.txt").read_text() == "failed: ab c (exit 1 in the guest)\n"
+    assert (out / "raw" / "t-long" / "status.txt").read_text() == f"failed: {long_why} (exit 1 in the guest)\n"
+    assert (out / "raw" / "t-late" / "status.txt").read_text() == "first\nskipped: later\n"
+    assert "t-late: skipped: \n" in r.stderr
+    assert f"t-long: failed: {long_why[:4088]} [cut at 4096 bytes]" in r.stderr
+    for u in ("t-nul", "t-long"):
+        assert (out / f"{u}.txt").exists() and (out / f"{u}.json").exists(), u
+    assert (out / "raw" / "t-nul" / "tcplab-version.txt").read_text() == "--\n"

@@ -24,12 +24,13 @@ STATE is tcplab_finish.py's (--prog --top --exp --py --out --tmp --ktap-fd --ful
 
 Exit: tcplab_finish.py's (0, 1, or 4 when --ktap and every unit skipped); 4 when vm.sh cannot
 boot a guest here; 1 with one line when vm.sh was killed or the guest sent no release.  SIGTERM
-(run.sh's cleanup) stops vm.sh (SIGTERM, and SIGKILL after 4 s), kills what held its work
-directory, and ends this program with 143 and nothing more said.
+(run.sh's cleanup) or SIGHUP stops vm.sh (SIGTERM, and SIGKILL after 5 s), kills what held its work
+directory, and ends this program with 128+N and nothing more said.
 
 Standard library only; run by Debian's /usr/bin/python3 -S.
 """
 
+import contextlib
 import os
 import signal
 import sys
@@ -39,7 +40,21 @@ import tcplab_finish as tf
 import tcplab_runstate as rs
 
 UNIT_SKIPPED = 3        # a collect script's status for "cannot run on this kernel" (tl_skip)
-VM_GRACE_S = 4.0        # vm.sh's time to stop QEMU and remove its work directory on SIGTERM
+VM_GRACE_S = 5.0        # vm.sh's time to stop QEMU and remove its work directory on SIGTERM
+                        # (run.sh's finish_stop waits 7 s for this program)
+WHY_MAX = 4096          # run.sh's: a reason longer is cut, and the cut said
+
+
+def signal_name(n):
+    """bash's `kill -l N`: KILL, RTMIN+1, RTMAX-2, or N itself."""
+    try:
+        return signal.Signals(n).name[3:]
+    except ValueError:
+        pass
+    lo, hi = signal.SIGRTMIN, signal.SIGRTMAX
+    if lo < n < hi:
+        return f"RTMIN+{n - lo}" if n - lo <= (hi - lo) // 2 else f"RTMAX-{hi - n}"
+    return str(n)
 
 
 class Stop(Exception):
@@ -58,10 +73,14 @@ class GuestRun(tf.Run):
                    "--allow-foreign-out": 0}
 
     def __init__(self, argv):
-        if "--" not in argv:
+        # "--" ends the options only where an option is expected: a value may be "--"
+        j = 0
+        while j < len(argv) and argv[j] != "--":
+            n = self.GUEST_ARITY.get(argv[j], self.ARITY.get(argv[j]))
+            j += 1 + (n or 0)
+        if j >= len(argv):
             raise tf.BadCall("no -- KERNEL UNIT...")
-        i = argv.index("--")
-        argv, rest = argv[:i], argv[i + 1:]
+        argv, rest = argv[:j], argv[j + 1:]
         if not rest:
             raise tf.BadCall("no KERNEL after --")
         self.units = rest[1:]
@@ -109,7 +128,9 @@ class GuestRun(tf.Run):
     def install(self, src, dest):
         """runstate.sh's rs_install_dir: True, or False with its one line on stderr."""
         try:
-            self.say(rs.install_dir(src, dest, self.out, self.tmp, self.prog, self.version, self.top))
+            with self.child.whole():
+                said = rs.install_dir(src, dest, self.out, self.tmp, self.prog, self.version, self.top)
+            self.say(said)
             return True
         except rs.Refused as e:
             self.say(e.said)
@@ -151,11 +172,18 @@ class GuestRun(tf.Run):
             tf.write(2, f"{self.prog}: {directory}/knobs.txt: {e.strerror}\n")
             self.log(f"{unit}: could not record its knobs in {directory}/knobs.txt (above)")
 
+    @staticmethod
+    def why_cut(why):
+        """run.sh's why_cut: WHY's first WHY_MAX bytes and a note when it is longer (it reaches
+        tcplab_failed.py as one argument, and the kernel takes 128 KiB at most in one)."""
+        b = tf.enc(why)
+        return why if len(b) <= WHY_MAX else tf.dec(b[:WHY_MAX]) + f" [cut at {WHY_MAX} bytes]"
+
     def unit_failed(self, unit, why):
         """run.sh's unit_failed: the reason in the unit's status.txt, its partial raw directory
         put in place."""
         self.failed.append(unit)
-        self.why[unit] = why
+        self.why[unit] = self.why_cut(why)
         src = os.path.join(self.tmp, "raw", unit)
         try:
             os.makedirs(os.path.join(self.out, "raw"), exist_ok=True)
@@ -164,7 +192,7 @@ class GuestRun(tf.Run):
                 f.write(tf.enc(why + "\n"))
             ok = self.install(src, os.path.join(self.out, "raw", unit))
         except OSError as e:
-            tf.write(2, f"{self.prog}: {src}: {e.strerror}\n")
+            tf.write(2, f"{self.prog}: {e.filename or src}: {e.strerror}\n")
             ok = False
         if ok:
             self.log(f"{unit}: {why}; partial output in {self.rel(self.out)}/raw/{unit}/")
@@ -177,11 +205,11 @@ class GuestRun(tf.Run):
         WHY", replaces the old one, and its report still runs."""
         self.skipped.append(unit)
         self.raw_skipped.append(unit)
-        self.why[unit] = f"skipped: {why}"
+        self.why[unit] = self.why_cut(f"skipped: {why}")
         try:
             os.makedirs(os.path.join(self.out, "raw"), exist_ok=True)
         except OSError as e:
-            tf.write(2, f"{self.prog}: {self.out}/raw: {e.strerror}\n")
+            tf.write(2, f"{self.prog}: {e.filename or self.out}: {e.strerror}\n")
         if not self.install(os.path.join(self.tmp, "raw", unit), os.path.join(self.out, "raw", unit)):
             self.die(f"{unit}: cannot put its raw directory in place")
         self.log(f"{unit}: skipped: {why}")
@@ -223,6 +251,7 @@ class GuestRun(tf.Run):
 
     def guest(self, child):
         """run.sh's run_vm: vm.sh, then each unit's result."""
+        self.child = child
         status = self.vm(child)
         if child.stopped:       # run.sh's cleanup stopped the run: its trap says why
             for d in rs.vm_dirs(self.tmp):
@@ -235,10 +264,7 @@ class GuestRun(tf.Run):
                 pass
         if status > 128:
             self.vm_gone()
-            try:
-                name = signal.Signals(status - 128).name
-            except ValueError:
-                name = f"SIG{status}"
+            name = "SIG" + signal_name(status - 128)
             self.die(f"vm.sh was killed by {name} (its guest died with it)")
         if status == tf.EXIT_SKIP:
             if self.ktap_fd is not None:
@@ -271,9 +297,12 @@ class GuestRun(tf.Run):
                     self.die(f"{u}: cannot put its raw directory in place")
                 self.done.append(u)
                 continue
-            first = self.first_line(os.path.join(d, "status.txt"))
-            if os.path.isdir(d) and rc == str(UNIT_SKIPPED) and first.startswith("skipped: "):
-                self.unit_skipped(u, first[len("skipped: "):])
+            lines_u = self.status_lines(os.path.join(d, "status.txt"))
+            first = lines_u[0] if lines_u else ""
+            # as on the host: any line "skipped: ..." skips it, the first line says why
+            if os.path.isdir(d) and rc == str(UNIT_SKIPPED) and any(
+                    line.startswith("skipped: ") for line in lines_u):
+                self.unit_skipped(u, first.removeprefix("skipped: ") if first.startswith("skipped: ") else "")
                 continue
             if rc == "timeout":
                 self.unit_failed(u, f"timed out in the guest (limit_s {self.limit.get(u, '')} s)")
@@ -288,12 +317,14 @@ class GuestRun(tf.Run):
                 self.copy(vmtxt, dest)
 
     @staticmethod
-    def first_line(path):
+    def status_lines(path):
+        """PATH's lines, its NUL bytes dropped (as bash's $(...) dropped them); [] when it
+        cannot be read."""
         try:
             with open(path, "rb") as f:
-                return tf.dec(f.readline()).rstrip("\n")
+                return tf.dec(f.read().replace(b"\0", b"")).split("\n")
         except OSError:
-            return ""
+            return []
 
     def copy(self, src, dest):
         try:
@@ -306,8 +337,24 @@ class GuestRun(tf.Run):
 
 
 class GuestChild(tf.Child):
-    """tcplab_finish's Child, and vm.sh: SIGTERM asks vm.sh to stop (its trap stops QEMU and
-    removes its work directory), and GuestRun.vm waits for it, a bounded time."""
+    """tcplab_finish's Child, and vm.sh: SIGTERM (or SIGHUP: a terminal closed on the group)
+    asks vm.sh to stop (its trap stops QEMU and removes its work directory), and GuestRun.vm
+    waits for it, a bounded time.  While a raw directory is put in place, a SIGTERM waits for
+    its end (run.sh's trap waited for rs_install_dir): never half of its two renames."""
+
+    def __init__(self):
+        super().__init__()
+        signal.signal(signal.SIGHUP, self._stop)
+
+    @contextlib.contextmanager
+    def whole(self):
+        self.starting = True        # _stop only notes the signal meanwhile
+        try:
+            yield
+        finally:
+            self.starting = False
+            if self.stopped and self.proc is None:
+                os._exit(128 + self.stopped)
 
     def start_vm(self, argv, env):
         self.starting = True
@@ -340,9 +387,12 @@ def main(argv):
     child = GuestChild()
     try:
         run.guest(child)
+        return run.finish(child)
     except Stop as e:
         return e.status
-    return run.finish(child)
+    except Exception as e:      # a bug here: one line, and a status run.sh says it failed with
+        tf.write(2, f"tcplab_guest.py: {type(e).__name__}: {e}\n")
+        return 70
 
 
 if __name__ == "__main__":
