@@ -87,11 +87,16 @@ class Run:
         i = 0
         while i < len(argv):
             opt, n = argv[i], self.ARITY.get(argv[i])
+            if opt == "--" and self.rest is not None:  # a subclass's operands follow
+                self.rest = argv[i + 1:]
+                break
             if n is None or i + n + 1 > len(argv):
                 raise BadCall(f"bad argument {opt!r}")
             v = argv[i + 1:i + 1 + n]
             i += 1 + n
-            if opt == "--unit":
+            if opt not in Run.ARITY:
+                self.option(opt, v)
+            elif opt == "--unit":
                 self.report[v[0]], self.limit[v[0]] = v[1], v[2]
             elif opt == "--plan":
                 self.plan.append(v[0])
@@ -114,6 +119,12 @@ class Run:
                 self.full_kb = self._number(opt, v[0])
             else:
                 setattr(self, opt[2:], v[0])
+
+    rest = None     # a subclass that takes "-- OPERAND..." sets it to [] (what follows "--")
+
+    def option(self, opt, v):
+        """An option a subclass adds to ARITY, with its values V."""
+        raise BadCall(f"bad argument {opt!r}")
 
     @staticmethod
     def _number(opt, v):

@@ -32,6 +32,7 @@ Standard library only; run by Debian's /usr/bin/python3 -S.
 
 import contextlib
 import os
+import shutil
 import signal
 import sys
 import time
@@ -68,49 +69,32 @@ class Stop(Exception):
 class GuestRun(tf.Run):
     """tcplab_finish's Run, and what the guest job adds to it."""
 
-    GUEST_ARITY = {"--accel": 1, "--mtu": 1, "--order": 1, "--knob": 3, "--outputs": 1,
-                   "--out-set": 0, "--state": 1, "--record": 1, "--reserve": 1, "--version": 1,
-                   "--allow-foreign-out": 0}
+    ARITY = dict(tf.Run.ARITY, **{
+        "--accel": 1, "--mtu": 1, "--order": 1, "--knob": 3, "--outputs": 1, "--out-set": 0,
+        "--state": 1, "--record": 1, "--reserve": 1, "--version": 1, "--allow-foreign-out": 0})
 
     def __init__(self, argv):
-        # "--" ends the options only where an option is expected: a value may be "--"
-        j = 0
-        while j < len(argv) and argv[j] != "--":
-            n = self.GUEST_ARITY.get(argv[j], self.ARITY.get(argv[j]))
-            j += 1 + (n or 0)
-        if j >= len(argv):
-            raise tf.BadCall("no -- KERNEL UNIT...")
-        argv, rest = argv[:j], argv[j + 1:]
-        if not rest:
-            raise tf.BadCall("no KERNEL after --")
-        self.units = rest[1:]
         self.accel, self.mtu, self.order, self.knobs = "tcg", "", [], {}
         self.outputs = self.state = self.record = self.reserve = self.version = ""
         self.out_set = self.allow_foreign = False
         self.held = []          # the locks of an output directory switched to
-        finish_argv = []
-        j = 0
-        while j < len(argv):    # this job's own options out, the rest tcplab_finish's
-            opt = argv[j]
-            n = self.GUEST_ARITY.get(opt, self.ARITY.get(opt))
-            if n is None or j + n + 1 > len(argv):
-                raise tf.BadCall(f"bad argument {opt!r}")
-            v = argv[j + 1:j + 1 + n]
-            if opt not in self.GUEST_ARITY:
-                finish_argv += argv[j:j + 1 + n]
-            elif opt == "--order":
-                self.order.append(v[0])
-            elif opt == "--knob":
-                self.knobs.setdefault(v[0], []).append((v[1], v[2]))
-            elif opt == "--out-set":
-                self.out_set = True
-            elif opt == "--allow-foreign-out":
-                self.allow_foreign = True
-            else:
-                setattr(self, opt[2:], v[0])
-            j += 1 + n
-        super().__init__(finish_argv)
-        self.kernel = rest[0]
+        self.rest = []          # "-- KERNEL UNIT...": "--" ends the options where one is due
+        super().__init__(argv)
+        if not self.rest:
+            raise tf.BadCall("no -- KERNEL UNIT...")
+        self.kernel, self.units = self.rest[0], self.rest[1:]
+
+    def option(self, opt, v):
+        if opt == "--order":
+            self.order.append(v[0])
+        elif opt == "--knob":
+            self.knobs.setdefault(v[0], []).append((v[1], v[2]))
+        elif opt == "--out-set":
+            self.out_set = True
+        elif opt == "--allow-foreign-out":
+            self.allow_foreign = True
+        else:
+            setattr(self, opt[2:], v[0])
 
     # ---- run.sh's helpers, for the guest ---------------------------------------------------
 
@@ -328,10 +312,7 @@ class GuestRun(tf.Run):
 
     def copy(self, src, dest):
         try:
-            with open(src, "rb") as f:
-                data = f.read()
-            with open(dest, "wb") as f:
-                f.write(data)
+            shutil.copyfile(src, dest)
         except OSError as e:
             tf.write(2, f"{self.prog}: cannot copy {src} to {dest}: {e.strerror}\n")
 
