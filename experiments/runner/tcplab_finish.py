@@ -39,6 +39,8 @@ import subprocess
 import sys
 import time
 
+import tcplab_runstate as rs
+
 EXIT_FAIL, EXIT_SKIP = 1, 4
 DISK_FULL = "No space left on device"
 FAILED_JSON_LINE = b'  "status": "failed",\n'
@@ -136,7 +138,7 @@ class Run:
 
     def rel(self, path):
         """PATH as run.sh's ${PATH#"$TOP"/} shows it."""
-        return path[len(self.top) + 1:] if self.top and path.startswith(self.top + "/") else path
+        return rs.rel(path, self.top)
 
     def log(self, msg):
         """run.sh's log: "HH:MM:SS [run] MSG" on stderr; under --ktap "# " and the line, its
@@ -362,10 +364,11 @@ class Child:
         self.stopped = 0
         signal.signal(signal.SIGTERM, self._stop)
 
-    def start(self, argv, stdout=None, stderr=None):
-        """ARGV started, its stdout and stderr run.sh's unless given (subprocess.PIPE)."""
+    def start(self, argv, stdout=None, stderr=None, env=None):
+        """ARGV started, its stdout and stderr run.sh's unless given (subprocess.PIPE), its
+        environment this program's unless ENV."""
         self.starting = True
-        p = subprocess.Popen([enc(a) for a in argv], stdout=stdout, stderr=stderr)
+        p = subprocess.Popen([enc(a) for a in argv], stdout=stdout, stderr=stderr, env=env)
         self.proc, self.starting = p, False
         if self.stopped:            # SIGTERM came while Popen ran: the child is killed here
             p.kill()

@@ -227,19 +227,15 @@ class GuestRun(tf.Run):
     def vm_gone(self):
         """What a vm.sh that is gone may have left: the processes holding its work directory
         (QEMU and timeout, SIGKILL), then the directory itself."""
-        for d in rs.vm_dirs(self.tmp):
-            rs.kill_dir_users(d)
-        n = rs.reap_vm_dirs(self.tmp)
-        if n:
-            tf.write(2, f"{self.prog}: removed {n} VM work director(y/ies) in {self.tmp} left by an interrupted run\n")
+        rs.kill_vm_users(self.tmp)
+        tf.write(2, "".join(line + "\n" for line in rs.reap_vm_dirs(self.tmp, self.prog)))
 
     def guest(self, child):
         """run.sh's run_vm: vm.sh, then each unit's result."""
         self.child = child
         status = self.vm(child)
         if child.stopped:       # run.sh's cleanup stopped the run: its trap says why
-            for d in rs.vm_dirs(self.tmp):
-                rs.kill_dir_users(d)
+            rs.kill_vm_users(self.tmp)
             raise Stop(128 + child.stopped)
         if self.reserve:        # no unit writes any more: the room is the reports'
             try:
@@ -325,6 +321,7 @@ class GuestChild(tf.Child):
 
     def __init__(self):
         super().__init__()
+        self.vm = None
         signal.signal(signal.SIGHUP, self._stop)
 
     @contextlib.contextmanager
@@ -338,15 +335,11 @@ class GuestChild(tf.Child):
                 os._exit(128 + self.stopped)
 
     def start_vm(self, argv, env):
-        self.starting = True
-        p = tf.subprocess.Popen([tf.enc(a) for a in argv], env=env)
-        self.proc, self.vm, self.starting = p, p, False
-        if self.stopped:
-            p.terminate()
-        return p
+        self.vm = self.start(argv, env=env)
+        return self.vm
 
     def _stop(self, sig, frame):
-        if self.proc is not None and self.proc is getattr(self, "vm", None):
+        if self.proc is not None and self.proc is self.vm:
             self.stopped = sig
             try:
                 self.proc.terminate()

@@ -363,22 +363,18 @@ def reap_record(path, out, prefix, top=""):
             if not os.path.lexists(val):
                 continue
             parent = val.rsplit("/", 1)[0]
-            try:
-                fd = os.open(parent, os.O_RDONLY | os.O_CLOEXEC)
+            try:    # our own output directory is locked by us; another's lock must be free
+                fd = None if parent == out else try_lock(parent)
             except OSError:
                 continue
+            if parent != out and fd is None:
+                continue
             try:
-                mine = parent == out
-                if not mine:
-                    try:
-                        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                        mine = True
-                    except OSError:
-                        pass
-                if mine and rm_rf(val):
+                if rm_rf(val):
                     lines.append(f"removed {rel(val, top)}, left by an interrupted run")
             finally:
-                os.close(fd)
+                if fd is not None:
+                    os.close(fd)
     if run_id and mode == "userns":
         nproc = kill_userns_procs(run_id)
     return nns, nproc, kept, lines
@@ -546,11 +542,17 @@ def vm_dirs(base):
     return [d for d in sorted_glob(base, "tcplab-vm.*") if os.path.isdir(d) and not os.path.islink(d)]
 
 
-def reap_vm_dirs(base):
+def kill_vm_users(base):
+    """kill_dir_users for each BASE/tcplab-vm.* (once its vm.sh is gone: they are all the run's)."""
+    for d in vm_dirs(base):
+        kill_dir_users(d)
+
+
+def reap_vm_dirs(base, prog):
     """Remove BASE/tcplab-vm.* work directories of vm.sh runs that are gone.  vm.sh locks its
     directory and then marks it (.locked); a marked directory of ours whose lock is free is
     provably abandoned (QEMU dies with vm.sh: setpriv --pdeathsig).  Unmarked ones are not
-    provably anyone's and are left alone.  Returns how many it removed."""
+    provably anyone's and are left alone.  Returns the line to say on stderr, if any."""
     n = 0
     for d in vm_dirs(base):
         try:
@@ -560,7 +562,7 @@ def reap_vm_dirs(base):
             continue
         if is_free(d) and rm_rf(d):
             n += 1
-    return n
+    return [f"{prog}: removed {n} VM work director(y/ies) in {base} left by an interrupted run"] if n else []
 
 
 # ---- the command line ---------------------------------------------------------------------------
@@ -662,12 +664,9 @@ def main(argv):
     elif cmd == "kill-dir-users":
         kill_dir_users(args[-1])
     elif cmd == "kill-vm-users":
-        for d in vm_dirs(args[-1]):
-            kill_dir_users(d)
+        kill_vm_users(args[-1])
     elif cmd == "reap-vm-dirs":
-        n = reap_vm_dirs(args[-1])
-        if n:
-            sys.stderr.write(f"{prog}: removed {n} VM work director(y/ies) in {args[-1]} left by an interrupted run\n")
+        sys.stderr.write("".join(line + "\n" for line in reap_vm_dirs(args[-1], prog)))
     return 0
 
 
