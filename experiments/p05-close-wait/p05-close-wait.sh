@@ -45,12 +45,17 @@ snapshot() {
 # wait_gone PORT BOUND_S: wait (probes/waitfor, PROGRESS_S s at a time: one program per
 # look, not a grep and a sleep every 0.1 s; the time of the event is sockwatch's own) until the
 # client's sockwatch saw the socket to PORT go; a progress line every PROGRESS_S s for the
-# person waiting
+# person waiting.  The socket is the one sockwatch saw in FIN-WAIT-2, by its cookie: a gone line
+# by port alone also matched a socket caught while it connected (state UNCONN, local port 0,
+# gone 1 ms later), which ended a make test run's wait 60 s early.
 wait_gone() {
 	_el=0
+	_cookie=$(sed -n "s/.* state=FIN-WAIT-2 .*peer=$TL_SERVER_ADDR:$1 .* cookie=\([0-9][0-9]*\)\$/\1/p" \
+		"$RAW/sockwatch.txt" | head -n 1)
+	[ -n "$_cookie" ] || tl_die "sockwatch gave no cookie for the FIN-WAIT-2 socket to port $1"
 	while :; do
 		"$TL_BIN/waitfor" -p "$TL_WATCH" -f "$RAW/sockwatch.txt" \
-			-e "event=gone .*peer=$TL_SERVER_ADDR:$1 " -i 100 -t $((PROGRESS_S * 1000))
+			-e "event=gone .* cookie=$_cookie\$" -i 100 -t $((PROGRESS_S * 1000))
 		case $? in
 		0) return 0 ;;
 		1) tl_die "sockwatch ended before the orphan was gone" ;;
