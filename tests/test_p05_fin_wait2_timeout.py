@@ -257,3 +257,26 @@ def test_live_run_with_knobs(tmp_path, bindir):
     text = (tmp_path / f"{NAME}.txt").read_text()
     assert "== linger2: TCP_LINGER2 shorter than tcp_fin_timeout: the socket's value wins" in text
     assert "knobs: fin_timeout=5 linger2=2 " in text
+
+
+def test_a_sample_between_fin_wait2_and_its_timer_is_not_the_first_sight(tmp_path):
+    """A make test run's raw data (6 December): sockwatch saw the orphan's full socket in
+    FIN-WAIT-2 with no timer at 17.376 ms, then the timewait socket at 18.398 ms.  The softirq
+    that takes the ACK of the FIN sets FIN_WAIT2 and then makes the timewait socket, under the
+    socket's lock, which inet_diag does not take: the first sample fell between.  The report
+    took it for the FIN-WAIT-2 first sight (timer off), and check_reaped failed."""
+    raw = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "reports",
+                       "p05-fin-wait2-timeout-torn-sample", "raw")
+    out = tmp_path / "out"
+    out.mkdir()
+    r = R.run(raw, out)
+    assert r.returncode == 0, r.stderr
+    w = R.load(str(out))["parts"]["sysctl"]["fin_wait2"]
+    ev = [e for e in R.load(str(out))["parts"]["sysctl"]["events"]
+          if e["state"] == "FIN-WAIT-2"]
+    assert (ev[0]["timer"], ev[0]["inode"], ev[1]["timer"]) == ("off", 0, "timewait")
+    assert (w["timer"], w["first_ms"]) == ("timewait", round(ev[1]["t_s"] * 1e3, 3))
+    assert w["between_ms"] == round(ev[0]["t_s"] * 1e3, 3)
+    assert f"  (the FIN-WAIT-2 sample at {w['between_ms']:.3f} ms, a full socket with no timer" \
+        in (out / f"{NAME}.txt").read_text()
+    R.check(check_all, out, os.path.dirname(raw))

@@ -76,6 +76,7 @@ def conn_lines(r, after, after_ns):
     lines.append(f"  FIN-WAIT-2 first seen at {w['first_ms']:.3f} ms: {w['kind']} "
                  f"(info_len={w['info_len']}, inode={w['inode']}), timer={w['timer']} "
                  f"expires_ms={w['expires_ms']}")
+    lines += [x for x in [tc.between_note(w)] if x]
     e = r["expected"]
     if e is not None:
         lines.append(f"  tcp_fin_time() = max(tcp_fin_timeout {e['base_ms']:g} ms, "

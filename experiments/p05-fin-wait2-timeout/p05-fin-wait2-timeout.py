@@ -120,6 +120,7 @@ def part_lines(r):
                      f"timer={w['timer']} expires_ms={w['expires_ms']}"
                      + ("" if "armed_ms" not in w else
                         f" (armed {w['armed_ms']:.3f} ms after the ACK)"))
+        lines += [x for x in [tc.between_note(w)] if x]
         after = None if e is None or not e["floored"] or "armed_ms" not in w else \
             tc.rto_of_floor(w["armed_ms"], r["hz"])
         if after is not None:
