@@ -216,12 +216,9 @@ def test_a_sample_torn_by_the_abort_is_not_a_falling_backoff(tmp_path):
     sample, 1 ms before it went, shows the persist timer due (expires 0) with backoff 0 after 3:
     read as the probe timer aborted it (tcp_write_queue_purge() zeroes the backoff before
     tcp_done()).  check_probes took it for a backoff that fell while the window was 0."""
-    raw = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "reports",
-                       "p04-full-buffers-abort-sample", "raw")
     out = tmp_path / "out"
     out.mkdir()
-    r = R.run(raw, out)
-    assert r.returncode == 0, r.stderr
+    raw = R.run_data("p04-full-buffers-abort-sample", out)
     p = R.load(str(out))["parts"]["usertimeout"]
     last = [e for e in p["events"] if e["event"] != "gone"][-1]
     assert (p["errno"], last["timer"], last["expires_ms"], last["backoff"]) == (

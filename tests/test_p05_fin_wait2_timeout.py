@@ -265,12 +265,9 @@ def test_a_sample_between_fin_wait2_and_its_timer_is_not_the_first_sight(tmp_pat
     that takes the ACK of the FIN sets FIN_WAIT2 and then makes the timewait socket, under the
     socket's lock, which inet_diag does not take: the first sample fell between.  The report
     took it for the FIN-WAIT-2 first sight (timer off), and check_reaped failed."""
-    raw = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "reports",
-                       "p05-fin-wait2-timeout-torn-sample", "raw")
     out = tmp_path / "out"
     out.mkdir()
-    r = R.run(raw, out)
-    assert r.returncode == 0, r.stderr
+    raw = R.run_data("p05-fin-wait2-timeout-torn-sample", out)
     w = R.load(str(out))["parts"]["sysctl"]["fin_wait2"]
     ev = [e for e in R.load(str(out))["parts"]["sysctl"]["events"]
           if e["state"] == "FIN-WAIT-2"]

@@ -261,10 +261,7 @@ def test_a_poll_that_took_a_port_a_rst_freed(tmp_path):
     40005 again and the poll's first connect() took 40007 at 19.6 ms: free ports, no reuse.
     check_nots took every poll success for a reuse without timestamps and failed; the report
     now names the port as freed by the RST, and the checks hold."""
-    raw = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "reports",
-                       "p06-port-exhaustion-nots-rst", "raw")
-    r = R.run(raw, tmp_path)
-    assert r.returncode == 0, r.stderr
+    R.run_data("p06-port-exhaustion-nots-rst", tmp_path)
     j = R.load(tmp_path)
     p = j["parts"]["nots"]
     assert p["poll"]["ok"]["local"] == "192.0.2.1:40007" and p["poll"]["reused"] is None

@@ -15,6 +15,7 @@ from conftest import TOP, reference_dirs
 PY = "/usr/bin/python3"
 RUN = os.path.join(TOP, "run.sh")
 REF = os.path.join(TOP, "outputs", "6.18.44-fc-v1045")     # the wire units' host reference
+DATA = os.path.join(TOP, "tests", "data", "reports")    # raw data of runs kept for a replay test
 
 # kernel/time/timer.c: the timer wheel's levels (LVL_BITS 6, LVL_CLK_SHIFT 3) as (first jiffy
 # count past the level, its granularity in jiffies).  Written out again here, not imported
@@ -52,6 +53,14 @@ class Report:
     def run(self, raw_root, out, timeout=60):
         return subprocess.run([PY, self.path, str(raw_root), str(out)], capture_output=True,
                               text=True, timeout=timeout)
+
+    def run_data(self, dataset, out):
+        """The report on tests/data/reports/DATASET/raw (a run's raw data kept because a check
+        once failed on it) into OUT, which it must accept; returns that raw root."""
+        raw = os.path.join(DATA, dataset, "raw")
+        r = self.run(raw, out)
+        assert r.returncode == 0, r.stderr
+        return raw
 
     def load(self, out):
         with open(os.path.join(out, self.name + ".json")) as f:
