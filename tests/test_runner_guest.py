@@ -194,3 +194,39 @@ printf 'first\\nskipped: later\\n' > "$RAW/t-late/status.txt"
     for u in ("t-nul", "t-long"):
         assert (out / f"{u}.txt").exists() and (out / f"{u}.json").exists(), u
     assert (out / "raw" / "t-nul" / "tcplab-version.txt").read_text() == "--\n"
+
+
+@pytest.mark.parametrize("when", ["in-popen", "after-popen"])
+def test_sigterm_while_vm_sh_starts_still_asks_it_to_stop(tmp_path, when):
+    """A SIGTERM that comes while vm.sh is being started (the Popen, or just after it) asks
+    vm.sh to stop, as one that comes later does: SIGTERM, so its trap stops QEMU, not SIGKILL.
+    CI saw the job kill a vm.sh that had just started (stop 39)."""
+    script = f"""
+import os, signal, subprocess, sys, time
+sys.path.insert(0, {os.path.join(TOP, "experiments", "runner")!r})
+import tcplab_guest as tg
+real = subprocess.Popen
+up = {str(tmp_path / "up")!r}
+
+def popen(*a, **kw):
+    p = real(*a, **kw)
+    while not os.path.exists(up):
+        time.sleep(0.01)
+    if {when!r} == "in-popen":
+        os.kill(os.getpid(), signal.SIGTERM)
+    return p
+
+subprocess.Popen = popen
+child = tg.GuestChild()
+p = child.start_vm(["bash", "-c", "trap 'echo stopped > {tmp_path}/stopped; exit 143' TERM; "
+                    "echo up > {tmp_path}/up; while :; do sleep 0.05; done"], dict(os.environ))
+if {when!r} == "after-popen":
+    os.kill(os.getpid(), signal.SIGTERM)
+p.wait(timeout=20)
+print(child.stopped, p.returncode)
+"""
+    r = subprocess.run(["/usr/bin/python3", "-S", "-c", script], capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "15 143\n", r.stdout
+    assert (tmp_path / "stopped").read_text() == "stopped\n"

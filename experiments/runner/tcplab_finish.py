@@ -370,9 +370,16 @@ class Child:
         self.starting = True
         p = subprocess.Popen([enc(a) for a in argv], stdout=stdout, stderr=stderr, env=env)
         self.proc, self.starting = p, False
-        if self.stopped:            # SIGTERM came while Popen ran: the child is killed here
-            p.kill()
+        if self.stopped:            # SIGTERM came while Popen ran: the child is stopped here
+            self.end(p)
         return p
+
+    def end(self, p):
+        """The child stopped because the run is: SIGKILL."""
+        try:
+            p.kill()
+        except OSError:
+            pass
 
     def _stop(self, sig, _frame):
         """SIGTERM: the child killed, and this program ended with 128+SIG and nothing more
@@ -380,10 +387,7 @@ class Child:
         `stopped`).  During Popen, start() kills the child it made."""
         self.stopped = sig
         if self.proc is not None:
-            try:
-                self.proc.kill()
-            except OSError:
-                pass
+            self.end(self.proc)
         elif not self.starting:
             os._exit(128 + sig)
 

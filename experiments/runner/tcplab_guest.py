@@ -220,7 +220,7 @@ class GuestRun(tf.Run):
                 deadline = time.monotonic() + VM_GRACE_S
             if deadline is not None and time.monotonic() > deadline:
                 p.kill()
-        child.proc = None
+        child.vm_done()
         rc = p.returncode
         return 128 - rc if rc < 0 else rc
 
@@ -321,7 +321,7 @@ class GuestChild(tf.Child):
 
     def __init__(self):
         super().__init__()
-        self.vm = None
+        self.vm = False         # vm.sh is the child, or is being started
         signal.signal(signal.SIGHUP, self._stop)
 
     @contextlib.contextmanager
@@ -335,18 +335,22 @@ class GuestChild(tf.Child):
                 os._exit(128 + self.stopped)
 
     def start_vm(self, argv, env):
-        self.vm = self.start(argv, env=env)
-        return self.vm
+        """vm.sh started: from here until vm_done, a stop asks it with SIGTERM, even while its
+        Popen runs."""
+        self.vm = True
+        return self.start(argv, env=env)
 
-    def _stop(self, sig, frame):
-        if self.proc is not None and self.proc is self.vm:
-            self.stopped = sig
-            try:
-                self.proc.terminate()
-            except OSError:
-                pass
+    def vm_done(self):
+        self.proc, self.vm = None, False
+
+    def end(self, p):
+        if not self.vm:
+            super().end(p)
             return
-        super()._stop(sig, frame)
+        try:
+            p.terminate()
+        except OSError:
+            pass
 
 
 def main(argv):
