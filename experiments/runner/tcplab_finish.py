@@ -389,7 +389,11 @@ class Child:
         if self.proc is not None:
             self.end(self.proc)
         elif not self.starting:
-            os._exit(128 + sig)
+            self.exit_now()
+
+    def exit_now(self):
+        """The end of this program, stopped: 128+N, and nothing said."""
+        os._exit(128 + self.stopped)
 
 
 def main(argv):

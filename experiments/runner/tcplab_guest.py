@@ -30,55 +30,31 @@ directory, and ends this program with 128+N and nothing more said.
 Standard library only; run by Debian's /usr/bin/python3 -S.
 """
 
-import contextlib
 import os
-import shutil
 import signal
 import sys
 import time
 
 import tcplab_finish as tf
+import tcplab_job as tj
 import tcplab_runstate as rs
+from tcplab_job import Stop
 
-UNIT_SKIPPED = 3        # a collect script's status for "cannot run on this kernel" (tl_skip)
 VM_GRACE_S = 5.0        # vm.sh's time to stop QEMU and remove its work directory on SIGTERM
                         # (run.sh's finish_stop waits 7 s for this program)
-WHY_MAX = 4096          # run.sh's: a reason longer is cut, and the cut said
 
 
-def signal_name(n):
-    """bash's `kill -l N`: KILL, RTMIN+1, RTMAX-2, or N itself."""
-    try:
-        return signal.Signals(n).name[3:]
-    except ValueError:
-        pass
-    lo, hi = signal.SIGRTMIN, signal.SIGRTMAX
-    if lo < n < hi:
-        return f"RTMIN+{n - lo}" if n - lo <= (hi - lo) // 2 else f"RTMAX-{hi - n}"
-    return str(n)
+class GuestRun(tj.JobRun):
+    """tcplab_job's JobRun, and what the guest job adds to it."""
 
-
-class Stop(Exception):
-    """The run stops here: die()'s line said, the status given."""
-
-    def __init__(self, status):
-        super().__init__(status)
-        self.status = status
-
-
-class GuestRun(tf.Run):
-    """tcplab_finish's Run, and what the guest job adds to it."""
-
-    ARITY = dict(tf.Run.ARITY, **{
-        "--accel": 1, "--mtu": 1, "--order": 1, "--knob": 3, "--outputs": 1, "--out-set": 0,
-        "--state": 1, "--record": 1, "--reserve": 1, "--version": 1, "--allow-foreign-out": 0})
+    ARITY = dict(tj.JobRun.ARITY, **{
+        "--accel": 1, "--mtu": 1, "--order": 1, "--outputs": 1, "--out-set": 0})
 
     def __init__(self, argv):
-        self.accel, self.mtu, self.order, self.knobs = "tcg", "", [], {}
-        self.outputs = self.state = self.record = self.reserve = self.version = ""
-        self.out_set = self.allow_foreign = False
+        self.accel, self.mtu, self.order = "tcg", "", []
+        self.outputs = ""
+        self.out_set = False
         self.held = []          # the locks of an output directory switched to
-        self.rest = []          # "-- KERNEL UNIT...": "--" ends the options where one is due
         super().__init__(argv)
         if not self.rest:
             raise tf.BadCall("no -- KERNEL UNIT...")
@@ -87,39 +63,10 @@ class GuestRun(tf.Run):
     def option(self, opt, v):
         if opt == "--order":
             self.order.append(v[0])
-        elif opt == "--knob":
-            self.knobs.setdefault(v[0], []).append((v[1], v[2]))
         elif opt == "--out-set":
             self.out_set = True
-        elif opt == "--allow-foreign-out":
-            self.allow_foreign = True
         else:
-            setattr(self, opt[2:], v[0])
-
-    # ---- run.sh's helpers, for the guest ---------------------------------------------------
-
-    def die(self, msg, status=tf.EXIT_FAIL):
-        """run.sh's die: one line on stderr, "Bail out!" on the KTAP stream, the run ends."""
-        tf.write(2, f"{self.prog}: {msg}\n")
-        if self.ktap_fd is not None:
-            tf.write(self.ktap_fd, "Bail out! " + msg.replace("\n", " ") + "\n")
-        raise Stop(status)
-
-    def say(self, lines):
-        for line in lines:
-            self.log(line)
-
-    def install(self, src, dest):
-        """runstate.sh's rs_install_dir: True, or False with its one line on stderr."""
-        try:
-            with self.child.whole():
-                said = rs.install_dir(src, dest, self.out, self.tmp, self.prog, self.version, self.top)
-            self.say(said)
-            return True
-        except rs.Refused as e:
-            self.say(e.said)
-            tf.write(2, f"{e}\n")
-            return False
+            super().option(opt, v)
 
     def switch_out(self, directory):
         """runstate.sh's rs_switch_out: from now on write to DIRECTORY, checked, locked (by this
@@ -144,59 +91,6 @@ class GuestRun(tf.Run):
             self.die(why)
         self.out = d
         self.say(rs.reap_tmp(d, self.top))
-
-    def knob_record(self, unit, directory):
-        """run.sh's knob_record: the knobs given to UNIT, DIRECTORY/knobs.txt."""
-        if not os.path.isdir(directory) or not self.knobs.get(unit):
-            return
-        try:
-            with open(os.path.join(directory, "knobs.txt"), "wb") as f:
-                f.write(tf.enc("".join(f"{k}={v}\n" for k, v in self.knobs[unit])))
-        except OSError as e:
-            tf.write(2, f"{self.prog}: {directory}/knobs.txt: {e.strerror}\n")
-            self.log(f"{unit}: could not record its knobs in {directory}/knobs.txt (above)")
-
-    @staticmethod
-    def why_cut(why):
-        """run.sh's why_cut: WHY's first WHY_MAX bytes and a note when it is longer (it reaches
-        tcplab_failed.py as one argument, and the kernel takes 128 KiB at most in one)."""
-        b = tf.enc(why)
-        return why if len(b) <= WHY_MAX else tf.dec(b[:WHY_MAX]) + f" [cut at {WHY_MAX} bytes]"
-
-    def unit_failed(self, unit, why):
-        """run.sh's unit_failed: the reason in the unit's status.txt, its partial raw directory
-        put in place."""
-        self.failed.append(unit)
-        self.why[unit] = self.why_cut(why)
-        src = os.path.join(self.tmp, "raw", unit)
-        try:
-            os.makedirs(os.path.join(self.out, "raw"), exist_ok=True)
-            os.makedirs(src, exist_ok=True)
-            with open(os.path.join(src, "status.txt"), "wb") as f:
-                f.write(tf.enc(why + "\n"))
-            ok = self.install(src, os.path.join(self.out, "raw", unit))
-        except OSError as e:
-            tf.write(2, f"{self.prog}: {e.filename or src}: {e.strerror}\n")
-            ok = False
-        if ok:
-            self.log(f"{unit}: {why}; partial output in {self.rel(self.out)}/raw/{unit}/")
-        else:
-            self.log(f"{unit}: {why}; its partial output could not be put in "
-                     f"{self.rel(self.out)}/raw/{unit}/ (above)")
-
-    def unit_skipped(self, unit, why):
-        """run.sh's unit_skipped: not a failure; its raw directory, with status.txt "skipped:
-        WHY", replaces the old one, and its report still runs."""
-        self.skipped.append(unit)
-        self.raw_skipped.append(unit)
-        self.why[unit] = self.why_cut(f"skipped: {why}")
-        try:
-            os.makedirs(os.path.join(self.out, "raw"), exist_ok=True)
-        except OSError as e:
-            tf.write(2, f"{self.prog}: {e.filename or self.out}: {e.strerror}\n")
-        if not self.install(os.path.join(self.tmp, "raw", unit), os.path.join(self.out, "raw", unit)):
-            self.die(f"{unit}: cannot put its raw directory in place")
-        self.log(f"{unit}: skipped: {why}")
 
     # ---- the guest -------------------------------------------------------------------------
 
@@ -237,14 +131,10 @@ class GuestRun(tf.Run):
         if child.stopped:       # run.sh's cleanup stopped the run: its trap says why
             rs.kill_vm_users(self.tmp)
             raise Stop(128 + child.stopped)
-        if self.reserve:        # no unit writes any more: the room is the reports'
-            try:
-                os.unlink(self.reserve)
-            except OSError:
-                pass
+        self.give_reserve()     # no unit writes any more: the room is the reports'
         if status > 128:
             self.vm_gone()
-            name = "SIG" + signal_name(status - 128)
+            name = "SIG" + tj.signal_name(status - 128)
             self.die(f"vm.sh was killed by {name} (its guest died with it)")
         if status == tf.EXIT_SKIP:
             if self.ktap_fd is not None:
@@ -280,7 +170,7 @@ class GuestRun(tf.Run):
             lines_u = self.status_lines(os.path.join(d, "status.txt"))
             first = lines_u[0] if lines_u else ""
             # as on the host: any line "skipped: ..." skips it, the first line says why
-            if os.path.isdir(d) and rc == str(UNIT_SKIPPED) and any(
+            if os.path.isdir(d) and rc == str(tj.UNIT_SKIPPED) and any(
                     line.startswith("skipped: ") for line in lines_u):
                 self.unit_skipped(u, first.removeprefix("skipped: ") if first.startswith("skipped: ") else "")
                 continue
@@ -296,24 +186,7 @@ class GuestRun(tf.Run):
             if not os.path.exists(dest) and os.path.isdir(os.path.dirname(dest)):
                 self.copy(vmtxt, dest)
 
-    @staticmethod
-    def status_lines(path):
-        """PATH's lines, its NUL bytes dropped (as bash's $(...) dropped them); [] when it
-        cannot be read."""
-        try:
-            with open(path, "rb") as f:
-                return tf.dec(f.read().replace(b"\0", b"")).split("\n")
-        except OSError:
-            return []
-
-    def copy(self, src, dest):
-        try:
-            shutil.copyfile(src, dest)
-        except OSError as e:
-            tf.write(2, f"{self.prog}: cannot copy {src} to {dest}: {e.strerror}\n")
-
-
-class GuestChild(tf.Child):
+class GuestChild(tj.JobChild):
     """tcplab_finish's Child, and vm.sh: SIGTERM (or SIGHUP: a terminal closed on the group)
     asks vm.sh to stop (its trap stops QEMU and removes its work directory), and GuestRun.vm
     waits for it, a bounded time.  While a raw directory is put in place, a SIGTERM waits for
@@ -323,16 +196,6 @@ class GuestChild(tf.Child):
         super().__init__()
         self.vm = False         # vm.sh is the child, or is being started
         signal.signal(signal.SIGHUP, self._stop)
-
-    @contextlib.contextmanager
-    def whole(self):
-        self.starting = True        # _stop only notes the signal meanwhile
-        try:
-            yield
-        finally:
-            self.starting = False
-            if self.stopped and self.proc is None:
-                os._exit(128 + self.stopped)
 
     def start_vm(self, argv, env):
         """vm.sh started: from here until vm_done, a stop asks it with SIGTERM, even while its
