@@ -106,7 +106,6 @@ ensure_installed() {
 # shellcheck source=experiments/lib/runstate.sh
 . "$TOP/experiments/lib/runstate.sh"
 EXIT_FAIL=1 EXIT_USAGE=2 EXIT_SKIP=4
-UNIT_SKIPPED=3	# a collect script's exit status for "cannot run on this kernel" (tl_skip)
 
 die() {
 	local status=$1
@@ -121,8 +120,8 @@ die() {
 # diagnostic lines ("# ...").
 log() {
 	local line
-	# the time from printf's builtin strftime, not $(date): no command substitution (see
-	# rs_disk_full)
+	# the time from printf's builtin strftime, not $(date): no command substitution (bash 5.2
+	# can lose a SIGINT that comes while it waits for one: docs/reliability.md)
 	printf -v line '%(%H:%M:%S)T [run] %s' -1 "$*"
 	if [ -n "${KTAP_STARTED:-}" ]; then
 		printf '# %s\n' "${line//$'\n'/ }" >&"$KTAP_FD"
@@ -171,32 +170,6 @@ EXP=${TCPLAB_EXPERIMENTS:-$TOP/experiments}
 # alone, limit_s, netns, the wire's MTU (netns "wire" is 1500, "wire:N" is N), its knobs' names
 # in table order ("# knob:" lines, docs/design.md "Knobs"); K_VALUE and K_GIVEN by UNIT:NAME.
 declare -A U_REPORT=() U_ALONE=() U_LIMIT=() U_NETNS=() U_MTU=() U_KNOBS=() K_VALUE=() K_GIVEN=()
-
-# collect_script UNIT REPORT: the unit's collect script, in its experiment's folder: the
-# report's (experiments/REPORT/UNIT.sh), or the unit's own when it feeds none (docs/design.md).
-collect_script() {
-	if [ "$2" = - ]; then echo "$EXP/$1/$1.sh"; else echo "$EXP/$2/$1.sh"; fi
-}
-
-# knob_env UNIT: the unit's knobs as env arguments (TL_KNOB_NAME=VALUE ...), one per line.
-knob_env() {
-	local k
-	for k in ${U_KNOBS[$1]:-}; do printf 'TL_KNOB_%s=%s\n' "${k^^}" "${K_VALUE[$1:$k]}"; done
-}
-
-# knob_record UNIT DIR: the knobs given to the unit (--set, or the older env variable) with their
-# values, DIR/knobs.txt (NAME=VALUE, table order), which its report records as "knobs"
-# (docs/output-format.md).  Nothing when none was given: a run with the defaults writes the
-# same outputs as before knobs were there.
-knob_record() {
-	local k lines=""
-	[ -d "$2" ] || return 0
-	for k in ${U_KNOBS[$1]:-}; do
-		[ -z "${K_GIVEN[$1:$k]:-}" ] || lines="$lines$k=${K_VALUE[$1:$k]}"$'\n'
-	done
-	[ -z "$lines" ] || printf '%s' "$lines" > "$2/knobs.txt" ||
-		log "$1: could not record its knobs in $2/knobs.txt (above)"
-}
 
 # ---- run state ------------------------------------------------------------------------------
 # Locks, namespaces, temporary directory, reaper, traps: experiments/lib/runstate.sh.
@@ -249,277 +222,49 @@ is_elf() {
 	[ "$magic" = $'\177ELF' ]
 }
 
-# ---- units ------------------------------------------------------------------------------------
+# ---- units: experiments/runner/tcplab_host.py ----------------------------------------------------
+# A host run's job: each unit in network namespaces of its own (named in the run's record before
+# they are made), in a process group of its own, stopped at its limit_s, reaped with all it left,
+# its raw directory put in place or failed or skipped with its reason; a full disk stops the
+# units and gives the reserve back; then the run's end, as tcplab_finish.py's, in the same
+# process.  Its units die with it (SIGTERM from run.sh's cleanup, or from the kernel when run.sh
+# dies: --pdeathsig).
+HOST=$TOP/experiments/runner/tcplab_host.py
 
-# Start one unit in its namespace(s), in a process group of its own (setsid: ip netns exec,
-# unshare and env exec, so the unit's pid is the group's id); its pid goes to UNIT_PID[unit].
-declare -A UNIT_PID=() UNIT_T0=() UNIT_NS=() UNIT_TIMED_OUT=() WHY=()
-declare -A UNIT_STARTED=() UNIT_RC=() UNIT_RAN=() LOG_PID=()	# for a failed unit's outputs
-start_unit() {
-	local unit=$1 ns="$NS_PREFIX-$$-$RANDOM$RANDOM-$1" ns2="" srv="" mtu="" knobs=() script=""
-	mkdir -p "$TMPDIR_RUN/raw"
-	mapfile -t knobs < <(knob_env "$unit")	# TL_KNOB_NAME=VALUE, checked by the plan (tcplab_plan.py)
-	UNIT_T0[$unit]=$SECONDS
-	UNIT_STARTED[$unit]=$(date -u +%Y-%m-%dT%H:%M:%SZ)
-	UNIT_NS[$unit]=""
-	UNIT_TIMED_OUT[$unit]=""
-	ns=${ns:0:60}
-	make_ns "$ns"
-	UNIT_NS[$unit]=$ns
-	if [ "${U_NETNS[$unit]}" = 2 ]; then
-		ns2=${ns:0:57}-ns2
-		make_ns "$ns2"
-		UNIT_NS[$unit]="$ns $ns2"
-	elif [ -n "${U_MTU[$unit]:-}" ]; then
-		# the wire: the unit runs in the client namespace; a veth pair joins it to the server's
-		srv=${ns:0:58}-s
-		mtu=${MTU_OPT:-${U_MTU[$unit]}}
-		make_ns "$srv"
-		UNIT_NS[$unit]="$ns $srv"
-		if ! wire_create "$ns" "$srv" "$mtu" 2> "$TMPDIR_RUN/wire-$unit.err"; then
-			# reported as the unit's failure, with wire.sh's reason, like any other
-			{ mkdir -p "$TMPDIR_RUN/raw/$unit" &&
-				printf 'failed: cannot make the wire: %s\n' "$(head -n 1 "$TMPDIR_RUN/wire-$unit.err")" \
-					> "$TMPDIR_RUN/raw/$unit/status.txt"; } ||
-				log "$unit: could not write its status.txt (above)"
-			(exit 1) &
-			UNIT_PID[$unit]=$!
-			return 0
-		fi
-		rm -f "$TMPDIR_RUN/wire-$unit.err"
-	fi
-	unit_log_start "$unit"
-	# the script's path before the `&`, not a "$(...)" on that line: bash expands a background
-	# command's words in the child it forked, before that child resets the traps, so a signal
-	# pending at the fork ran run.sh's whole cleanup in the child too (bash 5.2, reproduced
-	# with a pending SIGTERM: the handler ran in both)
-	script=$(collect_script "$unit" "${U_REPORT[$unit]}")
-	ip netns exec "$ns" setsid env TL_BIN="$TL_BIN" ${TL_QUICK:+TL_QUICK=1} "${knobs[@]}" ${ns2:+TL_NS2=$ns2} \
-		${srv:+TL_WIRE=1 TL_NS_SERVER=$srv TL_MTU=$mtu} \
-		sh "$script" "$TMPDIR_RUN/raw/$unit" 2> "$TMPDIR_RUN/log/$unit.fifo" {LOG_HOLD}>&- &
-	UNIT_PID[$unit]=$!
-	exec {LOG_HOLD}>&-	# the unit is tee's writer now (unit_log_start)
-	log "$unit: started in namespace $ns${ns2:+ (and $ns2)}${srv:+, wired to $srv (veth, MTU $mtu)}"
-}
-
-# unit_log_start UNIT: the unit's stderr goes through the fifo log/UNIT.fifo to tee, which copies
-# it to run.sh's stderr (the progress lines) and to log/UNIT.txt, the log a failed unit's outputs
-# quote (tcplab_failed.py).  tee is run.sh's own child, outside the unit's process group, so it
-# still reads the unit's last words after the unit is stopped.  run.sh holds the fifo open
-# (LOG_HOLD, read-write: that open never blocks) from before tee until the unit has it, so
-# neither open of the fifo waits for the other side: tee once waited in open() for a unit that
-# run.sh, SIGKILLed between the two forks, never started, and held run.sh's stderr for ever
-# (CI's interrupt storm, SIGKILL to run.sh alone); now tee reads the end of file as soon as
-# run.sh is gone.  tee and the unit each close LOG_HOLD once their own open is done.
-unit_log_start() {
-	local log=$TMPDIR_RUN/log/$1
-	mkdir -p "$TMPDIR_RUN/log"
-	rm -f "$log.fifo"
-	mkfifo "$log.fifo"
-	exec {LOG_HOLD}<> "$log.fifo"
-	# tee, not awk: mawk (Debian's awk) reads a pipe in blocks, so a unit's progress lines
-	# came all at once when it ended.  -p: a closed stderr stops neither the copy to the file
-	# nor the unit (no SIGPIPE); "--" before the path (--out is the user's)
-	tee -p -- "$log.txt" < "$log.fifo" {LOG_HOLD}>&- >&2 &
-	LOG_PID[$1]=$!
-}
-
-# unit_log_end UNIT: tee ends at the fifo's end of file, once every writer is gone (the unit is
-# reaped and its leftovers killed by now); polled for 2.5 s, then killed with SIGKILL: a stopped
-# tee (SIGSTOP, Ctrl-Z to its group) holds a SIGTERM pending, and the wait would never end.
-unit_log_end() {
-	local pid=${LOG_PID[$1]:-}
-	[ -n "$pid" ] || return 0
-	for _ in $(seq 50); do
-		kill -0 "$pid" 2> /dev/null || break
-		sleep 0.05
-	done
-	kill -KILL "$pid" 2> /dev/null || true
-	wait "$pid" 2> /dev/null || true
-	unset "LOG_PID[$1]"
-	rm -f "$TMPDIR_RUN/log/$1.fifo"
-}
-
-# signal_unit UNIT SIG: SIG to the whole of a unit: its process group and every process in its
-# namespaces (ip netns pids), wherever a fixture moved to.
-signal_unit() {
-	local unit=$1 sig=$2 ns pids pid=${UNIT_PID[$1]:-}
-	# no pid: not started yet, or reaped (its pid may belong to another process by now)
-	[ -z "$pid" ] || kill "-$sig" -- "-$pid" 2> /dev/null || true
-	for ns in ${UNIT_NS[$unit]:-}; do
-		pids=$(ip netns pids "$ns" 2> /dev/null || true)
-		# shellcheck disable=SC2086 # a list of pids
-		[ -z "$pids" ] || kill "-$sig" $pids 2> /dev/null || true
-	done
-}
-
-# kill_running_units: SIGKILL to every unit started and not yet reaped (UNIT_PID holds exactly
-# those; their process groups and namespaces): for the interrupt path (cleanup), since units run
-# in sessions of their own and a Ctrl-C to run.sh's process group does not reach them.
+# kill_running_units: for the cleanup (rs_cleanup): the job (tcplab_host.py or tcplab_guest.py)
+# stopped, and with it every unit or vm.sh it runs.
 kill_running_units() {
-	local u
-	for u in "${!UNIT_PID[@]}"; do
-		signal_unit "$u" KILL
-	done
 	finish_stop
 }
 
-# stop_unit UNIT: SIGTERM (and SIGCONT, so a stopped process gets it) to the whole unit, so its
-# collect script can still write what it has; 3 s later SIGKILL to whatever is left.
-stop_unit() {
-	local unit=$1 i
-	signal_unit "$unit" TERM
-	signal_unit "$unit" CONT
-	for _ in $(seq 30); do
-		kill -0 "${UNIT_PID[$unit]}" 2> /dev/null || break
-		sleep 0.1
-	done
-	signal_unit "$unit" KILL
-}
-
-# Running units are stopped at their limit_s (experiments/units), as kselftest's runner does.
-wait_units() {
-	local left=("$@") still u
-	while [ ${#left[@]} -gt 0 ]; do
-		disk_check "${left[@]}"
-		still=()
-		for u in "${left[@]}"; do
-			if ! kill -0 "${UNIT_PID[$u]}" 2> /dev/null; then
-				finish_unit "$u"
-			elif [ $((SECONDS - UNIT_T0[$u])) -ge "${U_LIMIT[$u]}" ]; then
-				log "$u: timed out after ${U_LIMIT[$u]} s (limit_s in experiments/units): stopping it"
-				UNIT_TIMED_OUT[$u]=1
-				stop_unit "$u"
-				finish_unit "$u"
-			else
-				still+=("$u")
-			fi
-		done
-		left=("${still[@]}")
-		# the pause is a background sleep that `wait` waits for: bash runs a trap at once during
-		# the wait builtin, but defers it while a foreground child runs, and then, by bash 5.2's
-		# rule for SIGINT, drops a SIGINT the child did not die of: a SIGINT to run.sh alone
-		# (not its group) was lost whenever it came during the pause
-		[ ${#left[@]} -eq 0 ] || { sleep 0.1 & wait "$!" || :; }
-	done
-}
-
-# ---- a full disk (issue 30, class 8; docs/reliability.md, "A full disk") ----------------------
-# The output directory's filesystem is checked while units run.  Once it is full the units still
-# running are stopped (what they write is lost), the units not started yet are not started, and
-# the reserve (experiments/lib/runstate.sh) is given back for the outputs; each failure's reason
-# and the run's last line say that the disk is full.  The reasons are kept in memory (WHY), so a
-# write that fails all the same loses a file, never the explanation.
-DISK_FULL=""
-declare -A UNIT_DISK_FULL=()
-
-# disk_full_words: the reason, as the outputs and the last line say it.
-disk_full_words() {
-	echo "${OUT#"$TOP"/} is full (No space left on device)"
-}
-
-# disk_check UNIT...: on a full disk (once), stop every unit of UNIT... still running, marked
-# UNIT_DISK_FULL, and give the reserve back.
-disk_check() {
-	local u running=()
-	[ -z "$DISK_FULL" ] && rs_disk_full || return 0
-	DISK_FULL=1
-	for u in "$@"; do	# one that ended already: finish_unit says how
-		! kill -0 "${UNIT_PID[$u]:-}" 2> /dev/null || running+=("$u")
-	done
-	log "$(disk_full_words): ${running[0]:+stopping ${running[*]}, and }giving back the $((RS_RESERVE_KB / 1024)) MiB kept for the outputs"
-	for u in "${running[@]}"; do
-		UNIT_DISK_FULL[$u]=1
-		stop_unit "$u"
-	done
-	rs_reserve_give
-}
-
-# unit_failed UNIT WHY: the unit counts as failed; its partial raw directory replaces the old one,
-# with status.txt saying why (docs/output-format.md).  Each write is checked: on a full disk the
-# run goes on, and WHY still reaches the outputs and the last line.
-unit_failed() {
-	local unit=$1 why=$2
-	FAILED+=("$unit")
-	WHY[$unit]=$why
-	if mkdir -p "$OUT/raw" "$TMPDIR_RUN/raw/$unit" &&
-		printf '%s\n' "$why" > "$TMPDIR_RUN/raw/$unit/status.txt" &&
-		rs_install_dir "$TMPDIR_RUN/raw/$unit" "$OUT/raw/$unit"; then
-		log "$unit: $why; partial output in ${OUT#"$TOP"/}/raw/$unit/"
-	else
-		log "$unit: $why; its partial output could not be put in ${OUT#"$TOP"/}/raw/$unit/ (above)"
-	fi
-}
-
-# unit_skipped UNIT WHY: the unit could not run here (tl_skip: e.g. no sch_netem in this kernel);
-# not a failure.  Its raw directory, with status.txt "skipped: WHY", replaces the old one, and
-# its report still runs: a unit that can skip itself has a report that says "not run: WHY".
-unit_skipped() {
-	SKIPPED+=("$1")
-	SKIPPED_RAW+=("$1")
-	WHY[$1]="skipped: $2"
-	mkdir -p "$OUT/raw"
-	rs_install_dir "$TMPDIR_RUN/raw/$1" "$OUT/raw/$1" ||
-		die $EXIT_FAIL "$1: cannot put its raw directory in place"
-	log "$1: skipped: $2"
-}
-
-# Reap one unit and everything it left; on success move its raw directory into place (the old
-# one replaced whole).
-finish_unit() {
-	local unit=$1 status=0 why ns err full=""
-	wait "${UNIT_PID[$unit]}" || status=$?
-	signal_unit "$unit" KILL	# what it left running
-	unset "UNIT_PID[$unit]"
-	for ns in ${UNIT_NS[$unit]}; do tl_netns_delete "$ns"; done
-	unit_log_end "$unit"
-	UNIT_RC[$unit]=$status UNIT_RAN[$unit]=$((SECONDS - UNIT_T0[$unit]))
-	knob_record "$unit" "$TMPDIR_RUN/raw/$unit"
-	# stderr files that stayed empty, and the fifos of a unit that was stopped
-	find "$TMPDIR_RUN/raw/$unit" \( -name "*.err" -empty -o -type p \) -delete 2> /dev/null || true
-	# a unit that fails on a full disk (it could not write) says so
-	[ -z "$DISK_FULL" ] && ! rs_disk_full || full="; $(disk_full_words)"
-	if [ -n "${UNIT_DISK_FULL[$unit]:-}" ]; then
-		unit_failed "$unit" "failed: stopped after $((SECONDS - UNIT_T0[$unit])) s: $(disk_full_words)"
-	elif [ -n "${UNIT_TIMED_OUT[$unit]}" ]; then
-		unit_failed "$unit" "timed out after ${U_LIMIT[$unit]} s"
-	elif [ "$status" -eq "$UNIT_SKIPPED" ] &&
-		grep -q '^skipped: ' "$TMPDIR_RUN/raw/$unit/status.txt" 2> /dev/null; then
-		unit_skipped "$unit" "$(sed -n '1s/^skipped: //p' "$TMPDIR_RUN/raw/$unit/status.txt")"
-	elif [ "$status" -ne 0 ]; then
-		# the collect script's own reason (tl_die writes it), else how it ended
-		why=$(sed -n '1s/^failed: //p' "$TMPDIR_RUN/raw/$unit/status.txt" 2> /dev/null || true)
-		if [ -z "$why" ] && [ "$status" -gt 128 ]; then
-			why="killed by SIG$(kill -l "$((status - 128))" 2> /dev/null || echo "$((status - 128))")"
-		fi
-		unit_failed "$unit" "failed: ${why:-exit $status} (exit $status after $((SECONDS - UNIT_T0[$unit])) s$full)"
-	elif [ -e "$TMPDIR_RUN/raw/$unit/status.txt" ]; then
-		unit_failed "$unit" "failed: exit 0 after writing status.txt: $(head -n 1 "$TMPDIR_RUN/raw/$unit/status.txt")"
-	elif ! err=$(rs_install_dir "$TMPDIR_RUN/raw/$unit" "$OUT/raw/$unit" 2>&1); then
-		# its raw directory stays where it is, and the unit fails with the reason
-		[ -z "$err" ] || printf '%s\n' "$err" >&2
-		unit_failed "$unit" "failed: its raw directory could not be put in place: ${err##*$'\n'}"
-	else
-		DONE_UNITS+=("$unit")
-		log "$unit: done in $((SECONDS - UNIT_T0[$unit])) s"
-	fi
-}
-
-run_host() {
-	local u parallel=() alone=()
+# job_state UNIT...: what both jobs take (tcplab_job.py): the run's state, its reserve, the
+# knobs given to UNIT... (--set), in JST.
+job_state() {
+	local u k
+	JST=(--state "$RS_STATE" --record "$RS_RECORD" --version "$TCPLAB_VERSION")
+	[ -z "$RS_ALLOW_FOREIGN" ] || JST+=(--allow-foreign-out)
+	[ -z "$RS_RESERVE" ] || JST+=(--reserve "$RS_RESERVE")
 	for u in "$@"; do
-		if [ "${U_ALONE[$u]}" = yes ]; then alone+=("$u"); else parallel+=("$u"); fi
+		for k in ${U_KNOBS[$u]:-}; do
+			[ -z "${K_GIVEN[$u:$k]:-}" ] || JST+=(--knob "$u" "$k" "${K_VALUE[$u:$k]}")
+		done
 	done
-	for u in "${parallel[@]}"; do start_unit "$u"; done
-	wait_units "${parallel[@]}"
-	for u in "${alone[@]}"; do
-		disk_check
-		if [ -n "$DISK_FULL" ]; then
-			unit_failed "$u" "failed: not started: $(disk_full_words)"
-			continue
+}
+
+# host_state UNIT...: tcplab_host.py's own arguments, in HST: each unit's columns the running
+# reads (alone, netns, the wire's MTU, --mtu applied) and its knobs' values.
+host_state() {
+	local u k
+	HST=(--bin "$TL_BIN" --ns-name "$NS_PREFIX-$$" --reserve-kb "$RS_RESERVE_KB")
+	[ -z "${TL_QUICK:-}" ] || HST+=(--quick)
+	for u in "$@"; do
+		[ "${U_ALONE[$u]}" != yes ] || HST+=(--alone "$u")
+		if [ "${U_NETNS[$u]}" = 2 ]; then
+			HST+=(--netns "$u" 2)
+		elif [ -n "${U_MTU[$u]:-}" ]; then
+			HST+=(--wire "$u" "${MTU_OPT:-${U_MTU[$u]}}")
 		fi
-		start_unit "$u"
-		wait_units "$u"
+		for k in ${U_KNOBS[$u]:-}; do HST+=(--knob-env "$u" "$k" "${K_VALUE[$u:$k]}"); done
 	done
 }
 
@@ -528,37 +273,29 @@ run_host() {
 # points and the run's exit status, in one program; run.sh hands it what happened to each unit.
 FINISH=$TOP/experiments/runner/tcplab_finish.py FINISH_PID=""
 
-# finish_state: what the run knows of its units, as tcplab_finish.py's STATE arguments, in FIN
-# (each WHY one argument: any bytes reach it as they are, its first WHY_MAX bytes: a reason is
-# the first line of a unit's status.txt, and one argument over the kernel's 128 KiB would make
-# the exec fail, and with it the whole end of the run).
+# finish_state: what the run knows, as tcplab_finish.py's STATE arguments, in FIN: the units the
+# plan skipped (SKIPPED, each with its WHY; the results of the units that ran are the job's own).
+# Each WHY is one argument: any bytes reach it as they are, its first WHY_MAX bytes (one argument
+# over the kernel's 128 KiB would make the exec fail, and with it the whole end of the run).
+declare -A WHY=()
+SKIPPED=()
 WHY_MAX=4096
 finish_state() {
-	local u f
+	local u
 	FIN=(--prog "$PROG" --top "$TOP" --exp "$EXP" --py "$PY" --out "$OUT" --full-kb "$RS_FULL_KB")
 	[ -z "$KERNEL" ] || FIN+=(--kernel "$KERNEL")
 	[ -z "${TMPDIR_RUN:-}" ] || FIN+=(--tmp "$TMPDIR_RUN")
 	[ -z "$KTAP_STARTED" ] || FIN+=(--ktap-fd 3)
-	[ -z "$DISK_FULL" ] || FIN+=(--disk-full)
 	for u in "${!U_REPORT[@]}"; do FIN+=(--unit "$u" "${U_REPORT[$u]}" "${U_LIMIT[$u]}"); done
 	for u in "${PLAN[@]}"; do FIN+=(--plan "$u"); done
-	for u in "${DONE_UNITS[@]}"; do FIN+=(--done "$u"); done
-	for u in "${SKIPPED_RAW[@]}"; do FIN+=(--raw-skipped "$u"); done
-	for f in "${FAILED[@]}"; do why_cut "$f" && FIN+=(--failed "$f" "$WHY_CUT"); done
-	for u in "${SKIPPED[@]}"; do why_cut "$u" && FIN+=(--skipped "$u" "$WHY_CUT"); done
-	for u in "${!UNIT_RC[@]}"; do FIN+=(--rc "$u" "${UNIT_RC[$u]}"); done
-	for u in "${!UNIT_STARTED[@]}"; do FIN+=(--started "$u" "${UNIT_STARTED[$u]}"); done
-	for u in "${!UNIT_RAN[@]}"; do FIN+=(--ran-s "$u" "${UNIT_RAN[$u]}"); done
+	for u in "${SKIPPED[@]}"; do
+		WHY_CUT=${WHY[$u]}
+		[ ${#WHY_CUT} -le "$WHY_MAX" ] || WHY_CUT="${WHY_CUT:0:WHY_MAX} [cut at $WHY_MAX bytes]"
+		FIN+=(--skipped "$u" "$WHY_CUT")
+	done
 }
 
-# why_cut KEY: WHY_CUT is WHY[KEY], or its first WHY_MAX bytes and a note when it is longer
-# (no command substitution: it would drop a trailing newline).
-why_cut() {
-	WHY_CUT=${WHY[$1]}
-	[ ${#WHY_CUT} -le "$WHY_MAX" ] || WHY_CUT="${WHY_CUT:0:WHY_MAX} [cut at $WHY_MAX bytes]"
-}
-
-# finish_stop: tcplab_finish.py or tcplab_guest.py stopped (for the cleanup: rs_cleanup, through
+# finish_stop: the run's job (tcplab_host.py or tcplab_guest.py) stopped (for the cleanup: rs_cleanup, through
 # kill_running_units): SIGTERM kills the report it runs and ends it, or stops the guest's vm.sh
 # (given 5 s); polled for 7 s until it is gone or a zombie, then SIGKILL (each report and vm.sh
 # die with it: setpriv --pdeathsig).  Not `wait`: a signal that came as
@@ -611,21 +348,13 @@ guest_out() {
 # tcplab_plan.py's rotate_plan).
 GUEST=$TOP/experiments/runner/tcplab_guest.py
 
-# guest_state UNIT...: tcplab_guest.py's own arguments, in GST.
+# guest_state: tcplab_guest.py's own arguments, in GST.
 guest_state() {
-	local u k
-	GST=(--accel "$ACCEL" --outputs "$OUTPUTS" --state "$RS_STATE" --record "$RS_RECORD"
-		--version "$TCPLAB_VERSION")
+	local u
+	GST=(--accel "$ACCEL" --outputs "$OUTPUTS")
 	[ -z "$MTU_OPT" ] || GST+=(--mtu "$MTU_OPT")
 	[ -z "$OUT_SET" ] || GST+=(--out-set)
-	[ -z "$RS_ALLOW_FOREIGN" ] || GST+=(--allow-foreign-out)
-	[ -z "$RS_RESERVE" ] || GST+=(--reserve "$RS_RESERVE")
 	for u in "${VM_ORDER[@]}"; do GST+=(--order "$u"); done
-	for u in "$@"; do
-		for k in ${U_KNOBS[$u]:-}; do
-			[ -z "${K_GIVEN[$u:$k]:-}" ] || GST+=(--knob "$u" "$k" "${K_VALUE[$u:$k]}")
-		done
-	done
 }
 
 # ---- without root (docs/design.md, "Without root") ----------------------------------------------
@@ -701,7 +430,6 @@ main() {
 		exec "$TOP/experiments/sandbox/sandbox.sh" "$@"
 	fi
 	unset "${!TL_KNOB_@}" "${!TL_UNIT_KNOBS_@}"	# a unit sees only the knobs run.sh gives it
-	FAILED=() DONE_UNITS=() SKIPPED=() SKIPPED_RAW=()
 	# The plan, decided before anything starts: the options, the unit table (read once), the
 	# units a set selects, the knobs, --mtu, root, --kernel, and every refusal, in one program
 	# (experiments/runner/tcplab_plan.py, docs/design.md "The runner"), whose bash this evals.
@@ -746,21 +474,20 @@ main() {
 	ensure_built
 	printf -v T0 '%(%s)T' -1
 	log "running ${units[*]}${KERNEL:+ in Debian kernel $KERNEL ($ACCEL)}"
-	# The end of the run: the reports, the failed outputs, the last lines and KTAP's test
-	# points, by tcplab_finish.py, or by tcplab_guest.py after the guest; a job waited for, so
-	# that a signal to run.sh is acted on at once (the cleanup stops it); SIGTERM when run.sh
+	# The run's job: the units, on this host (tcplab_host.py) or in a guest (tcplab_guest.py),
+	# then the end of the run (the reports, the failed outputs, the last lines and KTAP's test
+	# points, as tcplab_finish.py's), in one process; waited for as a job, so that a signal to
+	# run.sh is acted on at once (the cleanup stops it, and it its units); SIGTERM when run.sh
 	# dies (setpriv --pdeathsig), so it never writes after the run's locks are free
+	finish_state
+	job_state "${units[@]}"
 	if [ -n "$KERNEL" ]; then
 		[ -z "$ROTATE_NOTE" ] || log "$ROTATE_NOTE"
-		finish_state
-		guest_state "${units[@]}"
-		end=("$GUEST" --t0 "$T0" "${FIN[@]}" "${GST[@]}" -- "$KERNEL" "${units[@]}")
+		guest_state
+		end=("$GUEST" --t0 "$T0" "${FIN[@]}" "${JST[@]}" "${GST[@]}" -- "$KERNEL" "${units[@]}")
 	else
-		run_host "${units[@]}"
-		# no unit writes any more: the reserve is the reports' and the failed outputs' room
-		rs_reserve_give
-		finish_state
-		end=("$FINISH" finish --t0 "$T0" "${FIN[@]}")
+		host_state "${units[@]}"
+		end=("$HOST" --t0 "$T0" "${FIN[@]}" "${JST[@]}" "${HST[@]}" -- "${units[@]}")
 	fi
 	setpriv --pdeathsig TERM "$PY" -S "${end[@]}" 3>&"${KTAP_FD:-1}" &
 	FINISH_PID=$!

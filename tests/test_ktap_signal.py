@@ -120,7 +120,7 @@ def test_a_signal_during_a_report_ends_the_run_and_the_report(tmp_path, bindir, 
 
 def start_with_a_working_report(tmp_path):
     """run.sh --ktap on report_experiments' t-rep, once its report works: (Popen, the report's
-    pid, the pid of tcplab_finish.py, its parent)."""
+    pid, the pid of the run's end, its parent: the host job)."""
     marker = tmp_path / "report.pid"
     env = dict(os.environ, TCPLAB_EXPERIMENTS=str(report_experiments(tmp_path, marker)),
                TCPLAB_STATE=str(tmp_path / "state"))
@@ -171,8 +171,9 @@ def test_sigkill_to_run_sh_during_a_report_takes_the_end_of_the_run_with_it(tmp_
 
 @pytest.mark.netns
 def test_the_end_of_the_run_killed_from_outside_is_said(tmp_path, bindir):
-    """tcplab_finish.py killed by someone else (the OOM killer): run.sh says so in one line and
-    exits 1, its KTAP ending in "Bail out!"."""
+    """The run's end (the host job, tcplab_host.py, whose tcplab_finish Run runs the reports)
+    killed by someone else (the OOM killer): run.sh says so in one line and exits 1, its KTAP
+    ending in "Bail out!"."""
     p, _, finish = start_with_a_working_report(tmp_path)
     try:
         os.kill(finish, signal.SIGKILL)
@@ -182,7 +183,7 @@ def test_the_end_of_the_run_killed_from_outside_is_said(tmp_path, bindir):
             os.killpg(p.pid, signal.SIGKILL)
             p.wait()
     assert p.returncode == 1, err
-    said = "the run's end (tcplab_finish.py) was killed by SIGKILL"
+    said = "the run's end (tcplab_host.py) was killed by SIGKILL"
     assert said in err.decode().splitlines()[-1], err
     # after it, only diagnostics: the cleanup says it removed the report's temporary file
     points = [x for x in out.decode().splitlines() if not x.startswith("# ")]

@@ -372,6 +372,11 @@ def _children(ppid, word):
     return out
 
 
+def _job(pid):
+    """run.sh's (PID's) host job, tcplab_host.py, which starts the units; None before it runs."""
+    return next(iter(_children(pid, b"tcplab_host.py")), None)
+
+
 def _alive(pid):
     try:
         with open(f"/proc/{pid}/stat") as f:
@@ -400,7 +405,7 @@ def test_signal_leaves_no_dnsmasq_and_no_etc_netns(tmp_path, bindir, sig):
         deadline = t0 + 60
         while time.monotonic() < deadline and run.poll() is None:
             # this run's collect script (run.sh's child) and its dnsmasq (the script's child)
-            script = script or next(iter(_children(run.pid, DNS_UNIT.encode() + b".sh")), None)
+            script = script or next(iter(_children(_job(run.pid), DNS_UNIT.encode() + b".sh")), None)
             dnsmasq = _children(script, b"--local=/p07.test/") if script else []
             if dnsmasq:
                 break
@@ -560,7 +565,7 @@ def test_sigterm_during_the_syn_wait_ends_the_unit_at_once(tmp_path, bindir):
     try:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and run.poll() is None:
-            script = script or next(iter(_children(run.pid, HE_UNIT.encode() + b".sh")), None)
+            script = script or next(iter(_children(_job(run.pid), HE_UNIT.encode() + b".sh")), None)
             client = _children(script, b"resolve_connect") if script else []
             if client:
                 break

@@ -73,6 +73,17 @@ def parent_of(pid):
         return None
 
 
+def runner_of(pid):
+    """run.sh (PID) and its children, its host job (tcplab_host.py) among them: a tee whose
+    parent is one of these copies a unit's stderr; the unit's own tees are its collect
+    script's children."""
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            return {pid, *(int(x) for x in f.read().split())}
+    except OSError:
+        return {pid}
+
+
 def wait_for(pred, timeout, what):
     """Poll pred() until it returns something true; fail after timeout seconds."""
     deadline = time.monotonic() + timeout
@@ -110,9 +121,10 @@ class Run:
                                      f"in the unit:\n{self.stderr()[-3000:]}")
             if after and not tagged(self.tag, after):
                 return None
-            # not run.sh's own children: its copier of a unit's stderr is a tee too, and the
+            # not the runner's own children: its copier of a unit's stderr is a tee too, and the
             # unit's tee is what the callers mean
-            pids = [p for p in tagged(self.tag, comm) if parent_of(p) != self.p.pid]
+            runner = runner_of(self.p.pid)
+            pids = [p for p in tagged(self.tag, comm) if parent_of(p) not in runner]
             return pids[0] if pids else None
         try:
             return wait_for(find, timeout, f"{comm} in the unit")
@@ -396,14 +408,15 @@ def test_a_stopped_process_times_the_unit_out(tmp_path, bindir, unit, comm, afte
 
 @pytest.mark.netns
 def test_a_stopped_stderr_copier_does_not_hang_the_run(tmp_path, bindir):
-    """run.sh's own tee, which copies a unit's stderr to the person and to the log, stopped by
-    SIGSTOP: the unit still ends, and run.sh, after its 2.5 s for the copier's end of file,
+    """The runner's own tee, which copies a unit's stderr to the person and to the log, stopped by
+    SIGSTOP: the unit still ends, and the runner, after its 2.5 s for the copier's end of file,
     kills it with SIGKILL (a SIGTERM would stay pending on the stopped tee, and run.sh's wait
     for it would never end: the hang this test found)."""
     out = tmp_path / "out"
     run = Run(["--out", str(out), "p01-machine"], timeout=60)
     copier = wait_for(lambda: next((p for p in tagged(run.tag, "tee")
-                                    if parent_of(p) == run.p.pid), None), 30, "run.sh's tee")
+                                    if parent_of(p) in runner_of(run.p.pid)), None), 30,
+                      "run.sh's tee")
     os.kill(copier, signal.SIGSTOP)
     rc, err = run.finish()
     assert rc == 0, err[-2000:]

@@ -21,16 +21,16 @@
 #   before that runs the whole cleanup itself, so a second signal cannot cut it short.
 #
 # - A reserve: rs_start takes RS_RESERVE_KB of the output directory's filesystem (a file in
-#   TMPDIR_RUN), given back (rs_reserve_give) when the units have ended or the disk is found full
-#   (rs_disk_full), so the reports of the units that finished and the failed units' .txt/.json
-#   still have room on a disk that filled during the run (issue 30, class 8).
+#   TMPDIR_RUN), given back by the run's job (tcplab_job.py's give_reserve) when the units have
+#   ended or the disk is found full, so the reports of the units that finished and the failed
+#   units' .txt/.json still have room on a disk that filled during the run (issue 30, class 8).
 #
 # The rules of the locks, the records, the reaper and rs_install_dir are written once, in
 # experiments/runner/tcplab_runstate.py, which the Python runner imports; the rs_* functions here
 # that apply them call it.  What stays in bash is the shell's own: its traps, its cleanup, its
 # namespaces and the reserve.
 #
-# Functions called from run.sh: rs_start, make_ns, rs_install_dir, rs_disk_full, rs_reserve_give.
+# Functions called from run.sh: rs_start, make_ns (sandbox.sh), rs_install_dir (the tests).
 # Error rule: a function that can fail prints one line on stderr and returns 1, except rs_start,
 # which exits through die() (run.sh's), as main() would.
 
@@ -54,7 +54,7 @@ rs_py() {
 
 # rs_call COMMAND ARGS...: rs_py, its stdout's lines in the array RS_OUT, its status returned.
 # Read from a descriptor, not a command substitution (bash 5.2 can lose a SIGINT that comes
-# while it waits for one: see rs_disk_full).  Its pid is in RS_PY_PID meanwhile, for rs_cleanup
+# while it waits for one: docs/reliability.md, "A SIGINT to run.sh alone").  Its pid is in RS_PY_PID meanwhile, for rs_cleanup
 # to kill: after the cleanup the run's locks are free, and a reaper still running could remove
 # the next run's files; it dies with run.sh too (setpriv --pdeathsig).
 RS_PY_PID="" RS_OUT=()
@@ -233,25 +233,6 @@ rs_reserve_take() {
 	die $EXIT_FAIL "$OUT: no room for the $((RS_RESERVE_KB / 1024)) MiB a run keeps so that its reports and a failed unit's outputs can still be written if the disk fills (No space left on device; docs/reliability.md, \"A full disk\")"
 }
 
-# rs_reserve_give: the reserve back to the filesystem (again: nothing).
-rs_reserve_give() {
-	[ -n "$RS_RESERVE" ] || return 0
-	rm -f -- "$RS_RESERVE"
-	RS_RESERVE=""
-}
-
-# rs_disk_full: whether $OUT's filesystem has less than RS_FULL_KB free for this user (root may
-# use the blocks ext4 reserves for it, others may not).
-rs_disk_full() {
-	local free avail bsize
-	# read from a process substitution, not a command substitution: it is checked every 0.1 s
-	# while units run, and bash 5.2 can lose a SIGINT that comes while it waits for a command
-	# substitution (docs/reliability.md, "A SIGINT to run.sh alone")
-	read -r free avail bsize < <(stat -f -c '%f %a %S' -- "$OUT" 2> /dev/null) || return 1
-	[ "$EUID" -eq 0 ] || free=$avail
-	[ $((free * bsize)) -lt $((RS_FULL_KB * 1024)) ]
-}
-
 # rs_install_dir SRC DEST: DEST, a path inside $OUT, replaced whole by directory SRC (inside
 # TMPDIR_RUN), by rename(2) alone, never through a symlink tcplab did not make; SRC first gets
 # tcplab-version.txt (TCPLAB_VERSION), which its report records as tcplab_version.  Returns 1
@@ -325,9 +306,20 @@ rs_cleanup() {
 	for pid in $(jobs -p); do kill -KILL "$pid" 2> /dev/null; done
 	# only unprivileged units need the scan of every process's environment
 	[ "${NS_MODE:-}" != userns ] || rs_kill_userns_procs "$RS_RUN_ID" > /dev/null
+	# the namespaces the record names: make_ns's, and those of run.sh's host job (tcplab_host.py)
+	local -A gone=()
 	for ns in "${NAMESPACES[@]}"; do
+		gone[$ns]=1
 		tl_netns_delete "$ns"
 	done
+	if [ -n "$RS_RECORD" ] && [ -f "$RS_RECORD" ]; then
+		while IFS= read -r ns; do
+			case $ns in ns=?*) ;; *) continue ;; esac
+			ns=${ns#ns=}
+			[ -n "${gone[$ns]:-}" ] || tl_netns_delete "$ns"
+			gone[$ns]=1
+		done < "$RS_RECORD"
+	fi
 	[ -z "$TMPDIR_RUN" ] || rm -rf -- "$TMPDIR_RUN"
 	# a report killed outright (SIGKILL to the group) leaves .NAME.XXXX.tmp-PID; every process
 	# of this run is gone now, and the lock on $OUT is still ours

@@ -1,8 +1,10 @@
 #!/usr/bin/python3
 """tcplab_finish — the end of a run: the reports, the failed units' outputs, the last lines, KTAP.
 
-The runner's third part (docs/maintainers.md, "The runner, step by step"): run.sh runs the units
-(or a guest) and then hands this program what happened to each; this program runs every report
+The runner's third part (docs/maintainers.md, "The runner, step by step"): the run's job
+(tcplab_host.py, or tcplab_guest.py for a guest) runs the units and ends the run through this
+module's Run, in the same process; `finish` does the same for units run elsewhere, given what
+happened to each as arguments.  The end runs every report
 whose units gave it raw data, writes a failed unit's outputs (experiments/report/tcplab_failed.py),
 says how the run ended, prints the KTAP test points, and exits with the run's status.
 

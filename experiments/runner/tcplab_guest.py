@@ -195,7 +195,7 @@ class GuestChild(tj.JobChild):
     def __init__(self):
         super().__init__()
         self.vm = False         # vm.sh is the child, or is being started
-        signal.signal(signal.SIGHUP, self._stop)
+        self.catch(signal.SIGHUP)
 
     def start_vm(self, argv, env):
         """vm.sh started: from here until vm_done, a stop asks it with SIGTERM, even while its

@@ -181,6 +181,14 @@ class JobChild(tf.Child):
     """tcplab_finish's Child, and `whole`: a SIGTERM that comes inside it is acted on at its
     end (run.sh's trap waited for rs_install_dir): never half of an install's two renames."""
 
+    def catch(self, sig):
+        """SIG stops the job as SIGTERM does, unless it was ignored when the job started: a run
+        under nohup goes on after a hangup, as run.sh's bash (which cannot trap a signal ignored
+        at entry) did, and the units inherit the signal ignored, as bash's background units
+        did."""
+        if signal.getsignal(sig) != signal.SIG_IGN:
+            signal.signal(sig, self._stop)
+
     @contextlib.contextmanager
     def whole(self):
         self.starting = True        # _stop only notes the signal meanwhile
