@@ -16,6 +16,7 @@ SCRIPT = """
 import os, signal, subprocess, sys, time
 sys.path.insert(0, {runner!r})
 import tcplab_host as th
+import tcplab_job as tj
 real = subprocess.Popen
 
 def popen(argv, *a, **kw):
@@ -27,7 +28,7 @@ def popen(argv, *a, **kw):
     return p
 
 subprocess.Popen = popen
-sys.exit(th.main(["tcplab_host.py"] + sys.argv[1:]))
+sys.exit(tj.main(["tcplab_host.py"] + sys.argv[1:], th.HostRun, th.HostChild))
 """
 
 

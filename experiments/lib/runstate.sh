@@ -294,7 +294,8 @@ rs_cleanup() {
 	set +eu	# an error or an unset name must not cut the cleanup short
 	# a tcplab_runstate.py of the run (the reaper, an install) goes before the locks are free
 	[ -z "$RS_PY_PID" ] || kill -KILL "$RS_PY_PID" 2> /dev/null
-	# units run in sessions of their own (setsid): run.sh's own list of them, then its jobs
+	# the run's job (run.sh's kill_running_units: its units run in sessions of their own, and
+	# the job kills them), or sandbox.sh's own units
 	! declare -F kill_running_units > /dev/null || kill_running_units
 	# a --kernel run's guest job (tcplab_guest.py) has stopped its vm.sh, whose trap stops QEMU;
 	# what still holds one of this run's VM work directories (the job was killed first) goes

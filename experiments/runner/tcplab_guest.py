@@ -32,7 +32,6 @@ Standard library only; run by Debian's /usr/bin/python3 -S.
 
 import os
 import signal
-import sys
 import time
 
 import tcplab_finish as tf
@@ -124,7 +123,11 @@ class GuestRun(tj.JobRun):
         rs.kill_vm_users(self.tmp)
         tf.write(2, "".join(line + "\n" for line in rs.reap_vm_dirs(self.tmp, self.prog)))
 
-    def guest(self, child):
+    def missing(self):
+        return "" if self.t0 is not None and self.tmp and self.outputs else \
+            "needs --t0, --tmp and --outputs"
+
+    def run_units(self, child):
         """run.sh's run_vm: vm.sh, then each unit's result."""
         self.child = child
         status = self.vm(child)
@@ -216,25 +219,5 @@ class GuestChild(tj.JobChild):
             pass
 
 
-def main(argv):
-    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
-    try:
-        run = GuestRun(argv[1:])
-        if run.t0 is None or not run.tmp or not run.outputs:
-            raise tf.BadCall("needs --t0, --tmp and --outputs")
-    except tf.BadCall as e:
-        tf.write(2, f"tcplab_guest.py: {e} (run.sh's call is wrong)\n")
-        return 2
-    child = GuestChild()
-    try:
-        run.guest(child)
-        return run.finish(child)
-    except Stop as e:
-        return e.status
-    except Exception as e:      # a bug here: one line, and a status run.sh says it failed with
-        tf.write(2, f"tcplab_guest.py: {type(e).__name__}: {e}\n")
-        return 70
-
-
 if __name__ == "__main__":
-    sys.exit(main(sys.argv))
+    tj.run_main(GuestRun, GuestChild)

@@ -39,13 +39,11 @@ import random
 import signal
 import stat
 import subprocess
-import sys
 import time
 
 import tcplab_finish as tf
 import tcplab_job as tj
 import tcplab_runstate as rs
-from tcplab_job import Stop
 
 STOP_GRACE_S = 3.0      # stop_unit: SIGTERM (its collect script still writes what it has), then KILL
 LOG_GRACE_S = 2.5       # tee's time to copy a reaped unit's last words, then SIGKILL
@@ -338,7 +336,11 @@ class HostRun(tj.JobRun):
             if left:
                 time.sleep(POLL_S)
 
-    def host(self, child):
+    def missing(self):
+        return "" if self.t0 is not None and self.tmp and self.record else \
+            "needs --t0, --tmp and --record"
+
+    def run_units(self, child):
         """run.sh's run_host: the units not alone together, then each alone one by itself."""
         self.child = child
         for u in self.units:
@@ -390,28 +392,5 @@ class HostChild(tj.JobChild):
         super().exit_now()
 
 
-def main(argv):
-    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
-    try:
-        run = HostRun(argv[1:])
-        if run.t0 is None or not run.tmp or not run.record:
-            raise tf.BadCall("needs --t0, --tmp and --record")
-    except tf.BadCall as e:
-        tf.write(2, f"tcplab_host.py: {e} (run.sh's call is wrong)\n")
-        return 2
-    child = HostChild()
-    run.child = child
-    try:
-        run.host(child)
-        return run.finish(child)
-    except Stop as e:
-        return e.status
-    except Exception as e:      # a bug here: one line, and a status run.sh says it failed with
-        tf.write(2, f"tcplab_host.py: {type(e).__name__}: {e}\n")
-        return 70
-    finally:
-        child.kill_units()
-
-
 if __name__ == "__main__":
-    sys.exit(main(sys.argv))
+    tj.run_main(HostRun, HostChild)

@@ -20,6 +20,7 @@ import contextlib
 import os
 import shutil
 import signal
+import sys
 
 import tcplab_finish as tf
 import tcplab_runstate as rs
@@ -198,3 +199,38 @@ class JobChild(tf.Child):
             self.starting = False
             if self.stopped and self.proc is None:
                 self.exit_now()
+
+    def kill_units(self):
+        """What a job's child adds to stop at its end, whatever happened (the host's units)."""
+
+
+def main(argv, run_cls, child_cls):
+    """A job's program: RUN_CLS's run made of ARGV (its `missing()` says what it lacks), its
+    units run (`run_units`), then the run's end; exit as tcplab_finish.py's end does, 2 for a bad
+    call, 70 with one line for a bug here, 128+N when stopped."""
+    name = os.path.basename(argv[0])
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    try:
+        run = run_cls(argv[1:])
+        why = run.missing()
+        if why:
+            raise tf.BadCall(why)
+    except tf.BadCall as e:
+        tf.write(2, f"{name}: {e} (run.sh's call is wrong)\n")
+        return 2
+    child = child_cls()
+    run.child = child
+    try:
+        run.run_units(child)
+        return run.finish(child)
+    except Stop as e:
+        return e.status
+    except Exception as e:      # a bug here: one line, and a status run.sh says it failed with
+        tf.write(2, f"{name}: {type(e).__name__}: {e}\n")
+        return 70
+    finally:
+        child.kill_units()
+
+
+def run_main(run_cls, child_cls):
+    sys.exit(main(sys.argv, run_cls, child_cls))
