@@ -448,13 +448,14 @@ main() {
 	# --ktap: KTAP alone on stdout; what the build, the units and the reports print goes to stderr
 	[ -z "$KTAP" ] || [ -n "$LIST" ] || exec {KTAP_FD}>&1 1>&2
 	[ "$PLAN_ACTION" != die ] || die "$PLAN_STATUS" "$PLAN_MSG"
-	if [ "$PLAN_ACTION" = all ]; then	# one run.sh per kernel (experiments/guest/tcplab_all.py)
+	if [ "$PLAN_ACTION" = all ]; then	# the host run and the guests: experiments/guest/tcplab_all.py
 		# built first: the driver's vm.sh --resolve needs the programs, and five children
 		# building one fresh clone at once would race
 		ensure_built
 		exec "$PY" "$TOP/experiments/guest/tcplab_all.py" --run-sh "$TOP/run.sh" ${QUICK:+--quick} ${ALL:+--all} \
 			${ACCEL_SET:+--accel "$ACCEL"} ${MTU_OPT:+--mtu "$MTU_OPT"} ${OUT_SET:+--out "$OUT"} \
-			${RS_ALLOW_FOREIGN:+--allow-foreign-out} --host-units "${NAMED_UNITS[*]}" --guest-units "${GUEST_UNITS[*]}"
+			${RS_ALLOW_FOREIGN:+--allow-foreign-out} --host-units "${NAMED_UNITS[*]}" --guest-units "${GUEST_UNITS[*]}" \
+			--prog "$PROG" --top "$TOP" --exp "$EXP" --outputs "$OUTPUTS" --version "$TCPLAB_VERSION"
 	fi
 	units=("${RUN_UNITS[@]}")
 	[ -n "$QUICK" ] && export TL_QUICK=1

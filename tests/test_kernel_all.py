@@ -53,12 +53,14 @@ def test_bad_combinations_are_one_line_and_exit_2(tmp_path, args, says):
 
 
 def plan(*args):
-    """The children's command lines for these arguments: {tag: argv after run.sh}."""
+    """What each run is given for these arguments: {tag: argv after run.sh}: the host's run.sh
+    command line, and the run.sh arguments each guest's run is planned from (its run is a job of
+    tcplab_all.py's own, "guest run as: run.sh ...")."""
     r = run(*args, env={"TCPLAB_ALL_PLAN": "1"})
     assert r.returncode == 0, r.stderr
     got = {}
     for line in r.stderr.splitlines():
-        m = re.match(r"\[([a-z0-9.]+)\] (\S+/run\.sh)(.*)$", line)
+        m = re.match(r"\[([a-z0-9.]+)\] (?:guest run as: )?(\S+/run\.sh)(.*)$", line)
         if m:
             assert m.group(2) == RUN
             got[m.group(1)] = m.group(3).split()

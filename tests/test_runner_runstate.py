@@ -319,3 +319,33 @@ def reapers(state):
         if any(a.endswith(b"tcplab_runstate.py") for a in argv) and os.fsencode(str(state)) in argv:
             found.append(int(pid))
     return found
+
+
+def test_a_run_this_process_holds_starts_refuses_a_second_and_cleans_up(tmp_path):
+    """start_run (runstate.sh's rs_start, for `--kernel all`'s guests): the output directory
+    locked, a record of the run (id, pid, mode, out, tmp), a temporary directory with the 4 MiB
+    reserve; a second start on the same directory, or on one inside it, is refused in one line
+    with nothing of it left; cleanup removes the temporary directory, the record, the temporary
+    entries a dead run left, and frees the lock."""
+    state, out = tmp_path / "state", tmp_path / "out"
+    env = dict(os.environ, TCPLAB_STATE=str(state))
+    s, lines = rs.start_run("t", str(out), env=env)
+    assert lines == []
+    rec = dict(line.split("=", 1) for line in open(s.record).read().splitlines())
+    assert rec == {"id": s.run_id, "pid": str(os.getpid()), "mode": "netns", "out": str(out),
+                   "tmp": s.tmp}
+    assert os.path.dirname(s.tmp) == str(out) and os.path.basename(s.tmp).startswith(".tmp-")
+    assert os.stat(s.reserve).st_blocks * 512 >= 4096 * 1024
+    with pytest.raises(rs.Refused) as e:
+        rs.start_run("t", str(out), env=env)
+    assert str(e.value).startswith(f"{out} is in use by another run (run.sh pid {os.getpid()} ")
+    with pytest.raises(rs.Refused) as e:
+        rs.start_run("t", str(out / "inner"), env=env)
+    assert f"{out}/inner is inside {out}, the output directory of a live run" in str(e.value)
+    assert sorted(os.listdir(state)) == [os.path.basename(s.record)]     # no record of either
+    (out / ".tmp-deadbeef").mkdir()         # a dead run's, reaped at the cleanup
+    assert s.cleanup() == ["removed 1 temporary file(s) in " + str(out) + "/ left by an "
+                           "interrupted run"]
+    assert os.listdir(out) == ["inner"] and os.listdir(state) == []
+    assert rs.is_free(str(out))
+    assert s.cleanup() == []                 # once

@@ -1,22 +1,30 @@
 #!/usr/bin/python3
 """run.sh --kernel all: the host's set and every guest kernel side by side (docs/kernel-matrix.md,
 "All kernels at once").  run.sh checks the arguments and execs this driver; it is not meant to be
-run by hand.
+run by hand.  The guests' runs are jobs of this one process (docs/maintainers.md, "The runner,
+step by step", step 6); the host's run is a run.sh child.
 
   tcplab_all.py --run-sh PATH [--quick] [--all] [--accel A] [--mtu N] [--out DIR]
                 [--allow-foreign-out] [--host-units "U..."] [--guest-units "U..."]
+                [--prog P] [--top DIR] [--exp DIR] [--outputs DIR] [--version V]
 
 1. Every kernel's package is fetched (or found in the cache) first, one after another (they share
    vm.sh's flock on the kernel cache anyway): `vm.sh --resolve VER` prints its release.  A
    kernel that cannot be had stops everything before a guest starts, with one line naming it.
-2. The host's run (`run.sh [SET|UNITS]`) starts at once; the guests (`run.sh --kernel VER ...`)
-   start as slots allow: guests at once = guests_at_once() below, from MemAvailable, the
-   measured peak of one guest and the CPUs.  Each child is a process group (session) of its
-   own, with its own run record, locks and temporary directory (run.sh's own); its lines
-   (stdout and stderr) are printed on stderr prefixed "[VER] " or "[host] ".
+2. The host's run (`run.sh [SET|UNITS]`) starts at once; the guests start as slots allow:
+   guests at once = guests_at_once() below, from MemAvailable, the measured peak of one guest
+   and the CPUs.  A guest's run is planned here (tcplab_plan, on the unit table read once, from
+   the arguments `run.sh --kernel VER ...` would take), its output directory locked and its
+   record, temporary directory and reserve held by this process (tcplab_runstate.start_run);
+   its job, experiments/runner/tcplab_guest.py, runs vm.sh, puts each unit's result in place
+   and ends the run; then its cleanup (Started.cleanup) runs here.  Each child is a process
+   group (session) of its own; its lines (stdout and stderr) are printed on stderr prefixed
+   "[VER] " or "[host] ", with the lines run.sh said for a guest's run.
 3. SIGINT, SIGTERM, SIGHUP, SIGQUIT, or any error here: every child group gets SIGTERM (run.sh's
-   own traps stop its QEMU, units and namespaces and remove its temporary directory); a group
-   still there after STOP_WAIT_S gets SIGKILL (its QEMU dies with it: setpriv --pdeathsig).
+   own traps stop the host's units and namespaces; a guest's job stops its vm.sh, whose trap
+   stops QEMU); a group still there after STOP_WAIT_S gets SIGKILL (its QEMU dies with it:
+   setpriv --pdeathsig); then each guest's run is cleaned up here: what still holds its VM
+   work directory, its temporary directory, its record, its locks.
 4. Side by side, the I-th of N guests starts its units at another point of their order
    (TCPLAB_ROTATE=I/N, tcplab_plan.py's rotate_plan: where the units' limit_s, summed,
    pass I/N of their sum), so that the guests' long waits on TCP timers do not all fall at
@@ -31,10 +39,13 @@ run by hand.
 5. One summary line per kernel (release, units ok/failed/skipped, wall time); exit 0 when every
    child exited 0, else the worst child's status (worst first: 1 failed, 2 usage, 4 skipped).
 
-TCPLAB_ALL_PLAN=1: print the budget line and each child's command line (releases as VER: no
-package is fetched) and exit 0; the tests of the argument handling use it.
+TCPLAB_ALL_PLAN=1: print the budget line, the host's command line and the run.sh arguments each
+guest's run is planned from ("guest run as: ..."; releases as VER: no package is fetched), and
+exit 0; the tests of the argument handling use it.
 """
 import argparse
+import contextlib
+import io
 import os
 import queue
 import re
@@ -45,6 +56,13 @@ import threading
 import time
 
 VM = os.path.join(os.path.dirname(os.path.abspath(__file__)), "vm.sh")
+RUNNER = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "runner")
+sys.path.insert(0, RUNNER)
+import tcplab_plan as tp  # noqa: E402
+import tcplab_runstate as rs  # noqa: E402
+import tcplab_units as tu  # noqa: E402
+GUEST_JOB = os.path.join(RUNNER, "tcplab_guest.py")
+WHY_MAX = 4096          # run.sh's: a reason longer is cut, and the cut said
 KERNELS = ("5.10", "6.1", "6.12", "7.2")
 PROG = "run.sh"
 
@@ -142,6 +160,126 @@ class Job:
         self.nice = 0               # the increment the balancer last gave it
 
 
+class GuestRefused(Exception):
+    """A guest's run that could not start: its one line said, the status run.sh would exit with."""
+
+    def __init__(self, status):
+        super().__init__(status)
+        self.status = status
+
+
+class Context:
+    """What every guest's run shares: the options, the table (read once), run.sh's PROG, TOP,
+    EXP, OUTPUTS and tcplab's version."""
+
+    def __init__(self, o, table):
+        self.o, self.table = o, table
+        self.prog, self.top, self.exp, self.outputs = o.prog, o.top, o.exp, o.outputs
+        self.version = o.version
+
+
+class GuestJob(Job):
+    """A guest's run, a job of this process: its plan, made here (tcplab_plan, on the table read
+    once), its output directory locked and its record, temporary directory and reserve held by
+    this process (tcplab_runstate.start_run), then its job, tcplab_guest.py (vm.sh, each unit's
+    result put in place, the run's end); once that is gone, the rest of run.sh's cleanup
+    (Started.cleanup).  It replaced one `run.sh --kernel VER` child per guest."""
+
+    def __init__(self, tag, plan_args, env, release, out, out_set):
+        super().__init__(tag, [], env)
+        self.plan_args, self.release, self.out, self.out_set = plan_args, release, out, out_set
+        self.run = None             # the rs.Started of its run, until cleaned up
+
+    def log(self, d, msg):
+        d.say(self.tag, f"{time.strftime('%H:%M:%S')} [run] {msg}")
+
+    def begin(self, d, ctx):
+        """The run started and its first lines said; → the job's argv.  GuestRefused after its
+        one line, with nothing of the run left."""
+        err = io.TextIOWrapper(io.BytesIO(), encoding="utf-8", errors="surrogateescape")
+        with contextlib.redirect_stderr(err):
+            o, p = tp.plan(ctx.exp, self.plan_args, self.env, table=ctx.table)
+        err.seek(0)
+        for line in err.read().splitlines():
+            d.say(self.tag, line)
+        if p.action != "run":
+            self.last = f"{ctx.prog}: {p.msg}"
+            d.say(self.tag, self.last)
+            raise GuestRefused(p.status or EXIT_FAIL)
+        try:
+            self.run, lines = rs.start_run(ctx.prog, self.out, ctx.o.allow_foreign_out,
+                                           ctx.outputs, "tcplab", ctx.top)
+        except rs.Refused as e:
+            for line in e.said:
+                self.log(d, line)
+            msg = str(e)
+            self.last = msg if msg.startswith(f"{ctx.prog}: ") else f"{ctx.prog}: {msg}"
+            d.say(self.tag, self.last)
+            raise GuestRefused(e.status) from None
+        for line in lines:
+            self.log(d, line)
+        # what run.sh exported: its run's id, --quick, and the units' knobs (vm.sh hands a
+        # guest the caller's TL_* settings)
+        self.env = dict(self.env, TL_RUN_ID=self.run.run_id, **p.knob_env)
+        if o.quick:
+            self.env["TL_QUICK"] = "1"
+        self.log(d, f"running {' '.join(p.run)} in Debian kernel {o.kernel} ({o.accel})")
+        if p.rotate_note:
+            self.log(d, p.rotate_note)
+        r, t = self.run, ctx.table
+        argv = ["setpriv", "--pdeathsig", "TERM", sys.executable, "-S", GUEST_JOB,
+                "--t0", str(int(time.time())), "--prog", ctx.prog, "--top", ctx.top,
+                "--exp", ctx.exp, "--py", sys.executable, "--out", r.out,
+                "--full-kb", "64", "--kernel", o.kernel, "--tmp", r.tmp]
+        for u in t.names:
+            argv += ["--unit", u, t.cols["report"][u], t.cols["limit_s"][u]]
+        for u in p.plan:
+            argv += ["--plan", u]
+        for u in p.skipped:
+            why = p.why[u]
+            b = why.encode("utf-8", "surrogateescape")
+            if len(b) > WHY_MAX:
+                why = b[:WHY_MAX].decode("utf-8", "surrogateescape") + f" [cut at {WHY_MAX} bytes]"
+            argv += ["--skipped", u, why]
+        argv += ["--state", r.state, "--record", r.record, "--version", ctx.version,
+                 "--reserve", r.reserve]
+        if ctx.o.allow_foreign_out:
+            argv.append("--allow-foreign-out")
+        argv += ["--accel", o.accel, "--outputs", ctx.outputs]
+        if o.mtu:
+            argv += ["--mtu", o.mtu]
+        if self.out_set:
+            argv.append("--out-set")
+        for u in p.vm_order:
+            argv += ["--order", u]
+        return argv + ["--", o.kernel] + p.run
+
+    def end(self, d, ctx):
+        """After the job: run.sh's word on how it ended, then its cleanup (once)."""
+        rc = self.rc
+        if rc is not None and rc < 0:
+            rc = 128 - rc
+        if d.stopping:              # stopped by this process: "[all] interrupted" said why
+            pass
+        elif rc is not None and rc not in (0, EXIT_FAIL, EXIT_USAGE, EXIT_SKIP, 141):
+            if rc > 128:
+                try:
+                    name = signal.Signals(rc - 128).name
+                except ValueError:
+                    name = f"SIG{rc - 128}"
+                d.say(self.tag, f"{ctx.prog}: the run's end (tcplab_guest.py) was killed by "
+                      f"{name}: its reports, failed outputs or last lines may be missing")
+            else:
+                d.say(self.tag, f"{ctx.prog}: the run's end (tcplab_guest.py) failed with status "
+                      f"{rc} (above): its reports, failed outputs or last lines may be missing")
+            rc = EXIT_FAIL
+        self.rc = rc
+        if self.run is not None:
+            run, self.run = self.run, None
+            for line in run.cleanup(ctx.top):
+                self.log(d, line)
+
+
 def furthest_behind(guests):
     """The guest whose run holds up the end: the least work done, counted as the units' limit_s
     (the guests run the same units, each from another point of their order, so the one with the
@@ -193,6 +331,9 @@ class Driver:
         self.out_lock = threading.Lock()
         self.done = queue.Queue()
         self.running = []
+        self.guests = []            # the guests' runs started, each cleaned up once
+        self.stopping = False       # stop_all is under way
+        self.ctx = None
         self.base_nice = os.getpriority(os.PRIO_PROCESS, 0)
 
     def say(self, tag, line):
@@ -221,11 +362,26 @@ class Driver:
 
     def start(self, job):
         job.t0 = time.monotonic()
-        job.proc = subprocess.Popen(job.argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                    stderr=subprocess.STDOUT, env=job.env,
-                                    start_new_session=True)
-        self.running.append(job)
+        with deferred():        # a signal meanwhile: at the end, the job known to stop_all
+            if isinstance(job, GuestJob):
+                try:
+                    job.argv = job.begin(self, self.ctx)
+                except GuestRefused as e:
+                    job.rc, job.t1 = e.status, time.monotonic()
+                    self.done.put(job)
+                    return
+                self.guests.append(job)
+            job.proc = subprocess.Popen(job.argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                        stderr=subprocess.STDOUT, env=job.env,
+                                        start_new_session=True)
+            self.running.append(job)
         threading.Thread(target=self._pump, args=(job,), daemon=True).start()
+
+    def ended(self, job):
+        """A job gone: a guest's run cleaned up, whatever signal comes meanwhile."""
+        if isinstance(job, GuestJob):
+            with deferred():
+                job.end(self, self.ctx)
 
     def balance(self, guests):
         """One look: the guest furthest behind at its starting priority, the others BEHIND_NICE
@@ -247,7 +403,9 @@ class Driver:
             job.nice = inc
 
     def stop_all(self):
-        """SIGTERM to every child's group, then SIGKILL to what is left after STOP_WAIT_S."""
+        """SIGTERM to every child's group, then SIGKILL to what is left after STOP_WAIT_S; then
+        each guest's run cleaned up."""
+        self.stopping = True
         live = [j for j in self.running if j.rc is None]
         for j in live:
             try:
@@ -266,6 +424,11 @@ class Driver:
             except (ProcessLookupError, PermissionError):
                 pass
             j.proc.wait()
+        for g in self.guests:       # their runs' cleanup: QEMU, temporary directories, records
+            if g.run is not None:
+                if g.rc is None:
+                    g.rc = g.proc.returncode
+                g.end(self, self.ctx)
 
 
 class Stop(Exception):
@@ -274,8 +437,28 @@ class Stop(Exception):
         self.signum = signum
 
 
+DEFER = {"on": False, "sig": 0}
+
+
 def on_signal(signum, _frame):
+    if DEFER["on"]:         # inside deferred(): acted on at its end
+        DEFER["sig"] = DEFER["sig"] or signum
+        return
     raise Stop(signum)
+
+
+@contextlib.contextmanager
+def deferred():
+    """A stretch a signal does not cut: a guest's run started and its job known, or its cleanup
+    run whole; the signal's Stop comes at the end."""
+    DEFER["on"] = True
+    try:
+        yield
+    finally:
+        DEFER["on"] = False
+        sig, DEFER["sig"] = DEFER["sig"], 0
+        if sig:
+            raise Stop(sig)
 
 
 def child_args(o, kernel=None):
@@ -326,7 +509,14 @@ def main(argv):
     ap.add_argument("--allow-foreign-out", action="store_true")
     ap.add_argument("--host-units", default="")
     ap.add_argument("--guest-units", default="")
+    # run.sh's PROG, TOP, EXP (its units table), OUTPUTS and TCPLAB_VERSION, for the guests' runs
+    ap.add_argument("--prog", default=PROG)
+    ap.add_argument("--top", default=os.path.dirname(os.path.dirname(RUNNER)))
+    ap.add_argument("--exp", default=os.path.dirname(RUNNER))
+    ap.add_argument("--outputs", default="")
+    ap.add_argument("--version", default="unknown")
     o = ap.parse_args(argv)
+    o.outputs = o.outputs or os.path.join(o.top, "outputs")
 
     mem = read_meminfo()
     cpus = len(os.sched_getaffinity(0))
@@ -334,6 +524,12 @@ def main(argv):
                                GUEST_PEAK_KB, cpus)
     plan_only = os.environ.get("TCPLAB_ALL_PLAN") == "1"
     driver = Driver(o)
+    try:
+        table = tu.load(o.exp)      # read once, for every guest's plan
+    except tu.TableError as e:
+        print(f"{o.prog}: {e}", file=sys.stderr)
+        return EXIT_FAIL
+    driver.ctx = Context(o, table)
     for sig in STOP_SIGNALS:
         signal.signal(sig, on_signal)
     status = 0
@@ -364,13 +560,14 @@ def main(argv):
             # side by side, each guest starts its units at another point of their order
             # (tcplab_plan.py's rotate_plan): their long timer waits then fall apart
             genv = dict(env, TCPLAB_ROTATE=f"{i % n}/{n}") if n > 1 else env
-            g = Job(k, [o.run_sh, "--kernel", k] + child_args(o, k) +
-                    (["--out", os.path.join(o.out, releases[k])] if o.out else []), genv)
-            g.release = releases[k]
-            guests.append(g)
+            out = os.path.join(o.out or o.outputs, releases[k])
+            guests.append(GuestJob(k, ["--kernel", k] + child_args(o, k) +
+                                   (["--out", out] if o.out else []), genv, releases[k],
+                                   out, bool(o.out)))
         if plan_only:
-            for j in [host] + guests:
-                driver.say(j.tag, " ".join(j.argv))
+            driver.say(host.tag, " ".join(host.argv))
+            for g in guests:        # a guest's run is planned as run.sh would plan these
+                driver.say(g.tag, f"guest run as: {o.run_sh} {' '.join(g.plan_args)}")
             return 0
         t0 = time.monotonic()
         driver.start(host)
@@ -391,6 +588,7 @@ def main(argv):
                     behind = b
                 continue
             left -= 1
+            driver.ended(job)
             if job is not host:
                 running_guests -= 1
                 if pending:

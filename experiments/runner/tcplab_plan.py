@@ -288,6 +288,7 @@ class Plan:
         self.skipped, self.why = [], {}
         self.table_code, self.knob_code = "", ""
         self.vm_order, self.rotate_note = [], ""
+        self.knob_env = {}          # --kernel VER: what run.sh exports for vm.sh (TL_UNIT_KNOBS_*)
 
     def skip(self, u, why, said):
         """U skipped before the run: WHY for its outputs and KTAP, SAID as its progress line."""
@@ -349,6 +350,7 @@ def decide(o, t, p, environ):
     except tu.KnobError as e:
         raise Stop(EXIT_USAGE, str(e)) from None
     p.knob_code = tu.knobs_shell(t, knob_units, value, given, bool(vm))
+    p.knob_env = tu.knob_exports(t, knob_units, value) if vm else {}
     named = bool(o.units)
     p.named_units = list(o.units)
     if o.ktap and o.kernel == "all":
@@ -363,7 +365,7 @@ def decide(o, t, p, environ):
         p.plan = list(units)
     if o.mtu:
         units = mtu_fit(o, t, p, units, named)
-    if o.kernel == "all":   # the driver runs one run.sh per kernel (experiments/guest)
+    if o.kernel == "all":   # the driver runs the host's run.sh and the guests (experiments/guest)
         p.guest_units = [u for u in p.named_units if t.cols["qemu"][u] != "no"]
         if named and not p.guest_units:
             raise Stop(EXIT_USAGE, f"--kernel all: none of {' '.join(p.named_units)} runs in a "
@@ -505,8 +507,10 @@ def shell(o, p):
     return "\n".join(x.rstrip("\n") for x in out if x) + "\n"
 
 
-def plan(exp, argv, environ):
-    """(Options, or None where the argument loop did not finish; Plan)."""
+def plan(exp, argv, environ, table=None):
+    """(Options, or None where the argument loop did not finish; Plan).  TABLE: the unit table
+    already read (tcplab_units.load), for a caller that plans several runs of one command line
+    (`--kernel all`'s guests): the table is then read once."""
     p, o = Plan(), None
     try:
         parsed = parse(argv)
@@ -515,7 +519,7 @@ def plan(exp, argv, environ):
             return None, p
         o = parsed
         try:
-            t = tu.load(exp)
+            t = table or tu.load(exp)
         except tu.TableError as e:
             raise Stop(EXIT_FAIL, str(e)) from None
         p.table_code = run_arrays(t)

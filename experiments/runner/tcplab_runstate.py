@@ -460,6 +460,118 @@ def reap_stale(state, own, out, outputs, prefix, top=""):
     return lines
 
 
+# ---- a run this process holds ----------------------------------------------------------------
+
+RESERVE_KB = 4096       # runstate.sh's RS_RESERVE_KB
+
+
+class Started:
+    """A run whose locks this process holds on its own descriptors (runstate.sh's rs_start, for
+    the Python runner: `--kernel all`'s guests): its output directory, record, temporary
+    directory and reserve.  `cleanup` undoes what rs_cleanup undoes once the run's job is gone."""
+
+    def __init__(self):
+        self.out = self.state = self.record = self.tmp = self.reserve = self.run_id = ""
+        self.fds = []
+
+    def cleanup(self, top=""):
+        """What the run's job may have left: the processes holding a VM work directory, the
+        namespaces its record names, its temporary directory, the temporary entries dead runs
+        left in its output directory (its lock still ours); then its record and its locks.
+        Returns the lines to say; runs once."""
+        lines = []
+        if self.tmp:
+            kill_vm_users(self.tmp)
+        if self.record:
+            for ns in record_values(self.record, "ns"):
+                netns_delete(ns)
+        if self.tmp:
+            rm_rf(self.tmp)
+        if self.record and self.out:
+            lines += reap_tmp(self.out, top)
+        if self.record:
+            try:
+                os.unlink(self.record)
+            except OSError:
+                pass
+        for fd in self.fds:
+            os.close(fd)
+        self.fds, self.tmp, self.record = [], "", ""
+        return lines
+
+
+def take_reserve(path, kb=RESERVE_KB):
+    """runstate.sh's rs_reserve_take: PATH, KB allocated (written out with random bytes where the
+    filesystem cannot allocate, which no compression shrinks); False when there is no room."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+    except OSError:
+        return False
+    try:
+        try:
+            os.posix_fallocate(fd, 0, kb * 1024)
+        except OSError as e:
+            if e.errno not in (errno.EOPNOTSUPP, errno.EINVAL):
+                raise
+            with open("/dev/urandom", "rb") as r:
+                left = kb * 1024
+                while left:
+                    left -= os.write(fd, r.read(min(left, 1 << 16)))
+        return True
+    except OSError:
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+        return False
+    finally:
+        os.close(fd)
+
+
+def start_run(prog, out, allow_foreign=False, outputs="", prefix="tcplab", top="", mode="netns",
+              env=None):
+    """rs_start, for a run this process holds: OUT checked, locked with a new record of STATE
+    (id, pid, mode, out, tmp), refused when nested in a live run's, what dead runs left reaped,
+    a temporary directory made in it, and the reserve taken.  Returns (Started, the lines to
+    say); raises Refused (2 for an OUT root may not use, else 1) with nothing of the run left."""
+    s = Started()
+    s.out = check_out(out, allow_foreign)
+    s.state = state_dir(prog, env)
+    s.run_id = os.urandom(8).hex()
+    record = os.path.join(s.state, "run." + s.run_id)
+    try:
+        fds = lock_out(s.out, os.path.join(s.state, ".new." + s.run_id), record)
+    except OSError:
+        raise Refused(f"cannot lock {s.out} or write {s.state}") from None
+    if fds is None:
+        raise Refused(f"{s.out} is in use by another run{holder_of(s.state, s.out)}: wait for it "
+                      "to finish, or use another --out")
+    s.fds, s.record = fds, record
+    try:
+        for key, value in (("id", s.run_id), ("pid", os.getpid()), ("mode", mode), ("out", s.out)):
+            record_add(record, key, value)
+        why = nested_in(s.state, record, s.out)
+        if why:
+            raise Refused(why)
+        lines = reap_stale(s.state, record, s.out, outputs, prefix, top)
+        try:
+            s.tmp = tempfile.mkdtemp(prefix=".tmp-", dir=s.out)
+        except OSError:
+            raise Refused(f"cannot make a directory in {s.out}", said=lines) from None
+        record_add(record, "tmp", s.tmp)
+        reserve = os.path.join(s.tmp, "reserve")
+        if not take_reserve(reserve):
+            raise Refused(f"{s.out}: no room for the {RESERVE_KB // 1024} MiB a run keeps so that "
+                          "its reports and a failed unit's outputs can still be written if the "
+                          "disk fills (No space left on device; docs/reliability.md, \"A full "
+                          "disk\")", said=lines)
+        s.reserve = reserve
+    except BaseException:
+        s.cleanup(top)
+        raise
+    return s, lines
+
+
 # ---- a raw directory put in place ---------------------------------------------------------------
 
 def install_dir(src, dest, out, tmp, prog, version="", top=""):

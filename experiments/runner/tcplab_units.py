@@ -438,14 +438,22 @@ def unit_var(unit):
     return unit.upper().replace("-", "_")
 
 
+def knob_exports(t, units, value):
+    """{TL_UNIT_KNOBS_<UNIT>: "NAME=VALUE ..."} for each of UNITS with knobs: what a guest's
+    vm.sh is given."""
+    out = {}
+    for u in units:
+        v = " ".join(f"{k.upper()}={value[f'{u}:{k}']}" for k in t.knobs.get(u, ()))
+        if v:
+            out[f"TL_UNIT_KNOBS_{unit_var(u)}"] = v
+    return out
+
+
 def knobs_shell(t, units, value, given, export):
     """Bash code setting K_VALUE and K_GIVEN; with EXPORT each unit's TL_UNIT_KNOBS_<UNIT>."""
     out = [_bash_assoc("K_VALUE", value), _bash_assoc("K_GIVEN", given)]
     if export:
-        for u in units:
-            v = " ".join(f"{k.upper()}={value[f'{u}:{k}']}" for k in t.knobs.get(u, ()))
-            if v:
-                out.append(f"export TL_UNIT_KNOBS_{unit_var(u)}={shlex.quote(v)}")
+        out += [f"export {k}={shlex.quote(v)}" for k, v in knob_exports(t, units, value).items()]
     return "\n".join(out) + "\n"
 
 
