@@ -44,6 +44,7 @@ import time
 import tcplab_finish as tf
 import tcplab_job as tj
 import tcplab_runstate as rs
+import tcplab_units as tu
 
 STOP_GRACE_S = 3.0      # stop_unit: SIGTERM (its collect script still writes what it has), then KILL
 LOG_GRACE_S = 2.5       # tee's time to copy a reaped unit's last words, then SIGKILL
@@ -125,12 +126,6 @@ class HostRun(tj.JobRun):
         unit.ns.append(name)
         return self.helper(["bash", self.netns_sh, "create", name]).returncode == 0
 
-    def collect_script(self, u):
-        """run.sh's collect_script: in its experiment's folder, the report's, or the unit's own
-        when it feeds none (docs/design.md)."""
-        r = self.report[u]
-        return os.path.join(self.exp, u if r == "-" else r, u + ".sh")
-
     def cannot_start(self, unit, why):
         """A unit that fails before its collect script runs: status.txt says why, exit 1."""
         d = os.path.join(self.tmp, "raw", unit.name)
@@ -188,7 +183,7 @@ class HostRun(tj.JobRun):
                                             stdin=r_fd, stdout=2)
                 unit.proc = subprocess.Popen(
                     [tf.enc(a) for a in ["ip", "netns", "exec", ns, "env", *env, "sh",
-                                         self.collect_script(u), os.path.join(raw, u)]],
+                                         tu.collect_script(self.exp, u, self.report[u]), os.path.join(raw, u)]],
                     stderr=w_fd, start_new_session=True)
         finally:
             os.close(r_fd)
