@@ -58,11 +58,11 @@ import time
 VM = os.path.join(os.path.dirname(os.path.abspath(__file__)), "vm.sh")
 RUNNER = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "runner")
 sys.path.insert(0, RUNNER)
+import tcplab_job as tj  # noqa: E402
 import tcplab_plan as tp  # noqa: E402
 import tcplab_runstate as rs  # noqa: E402
 import tcplab_units as tu  # noqa: E402
 GUEST_JOB = os.path.join(RUNNER, "tcplab_guest.py")
-WHY_MAX = 4096          # run.sh's: a reason longer is cut, and the cut said
 KERNELS = ("5.10", "6.1", "6.12", "7.2")
 PROG = "run.sh"
 
@@ -236,11 +236,7 @@ class GuestJob(Job):
         for u in p.plan:
             argv += ["--plan", u]
         for u in p.skipped:
-            why = p.why[u]
-            b = why.encode("utf-8", "surrogateescape")
-            if len(b) > WHY_MAX:
-                why = b[:WHY_MAX].decode("utf-8", "surrogateescape") + f" [cut at {WHY_MAX} bytes]"
-            argv += ["--skipped", u, why]
+            argv += ["--skipped", u, tj.JobRun.why_cut(p.why[u])]
         argv += ["--state", r.state, "--record", r.record, "--version", ctx.version,
                  "--reserve", r.reserve]
         if ctx.o.allow_foreign_out:
@@ -263,12 +259,9 @@ class GuestJob(Job):
             pass
         elif rc is not None and rc not in (0, EXIT_FAIL, EXIT_USAGE, EXIT_SKIP, 141):
             if rc > 128:
-                try:
-                    name = signal.Signals(rc - 128).name
-                except ValueError:
-                    name = f"SIG{rc - 128}"
                 d.say(self.tag, f"{ctx.prog}: the run's end (tcplab_guest.py) was killed by "
-                      f"{name}: its reports, failed outputs or last lines may be missing")
+                      f"SIG{tj.signal_name(rc - 128)}: its reports, failed outputs or last lines "
+                      "may be missing")
             else:
                 d.say(self.tag, f"{ctx.prog}: the run's end (tcplab_guest.py) failed with status "
                       f"{rc} (above): its reports, failed outputs or last lines may be missing")
