@@ -419,8 +419,8 @@ class Driver:
             j.proc.wait()
         for g in self.guests:       # their runs' cleanup: QEMU, temporary directories, records
             if g.run is not None:
-                if g.rc is None:
-                    g.rc = g.proc.returncode
+                if g.rc is None:        # its job not started (Popen failed), or just reaped
+                    g.rc = g.proc.returncode if g.proc is not None else EXIT_FAIL
                 g.end(self, self.ctx)
 
 
