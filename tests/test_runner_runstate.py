@@ -349,3 +349,22 @@ def test_a_run_this_process_holds_starts_refuses_a_second_and_cleans_up(tmp_path
     assert os.listdir(out) == ["inner"] and os.listdir(state) == []
     assert rs.is_free(str(out))
     assert s.cleanup() == []                 # once
+
+
+def test_a_sigint_as_the_program_starts_is_no_traceback(tmp_path):
+    """runstate.sh starts tcplab_runstate.py with SIGINT ignored (rs_py, rs_call): a Ctrl-C to
+    run.sh's group while Python still imports gave a KeyboardInterrupt traceback (CI's
+    double-signal storm, in `import fnmatch`).  PY here is a Python that sends itself SIGINT
+    before the program's first line, as that Ctrl-C came."""
+    py = tmp_path / "py"
+    py.write_text("#!/bin/sh\nexec /usr/bin/python3 -c 'import os, runpy, signal, sys\n"
+                  "os.kill(os.getpid(), signal.SIGINT)\nsys.argv = sys.argv[2:]\n"
+                  "runpy.run_path(sys.argv[0], run_name=\"__main__\")' \"$@\"\n")
+    py.chmod(0o755)
+    state = tmp_path / "state"
+    script = (f'. {os.path.join(TOP, "experiments", "lib", "runstate.sh")}\n'
+              'rs_py state-dir\nrs_call state-dir\nprintf "%s\\n" "${RS_OUT[@]}"\n')
+    r = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=60,
+                       env=dict(os.environ, PY=str(py), TCPLAB_STATE=str(state)))
+    assert r.returncode == 0 and r.stderr == "", r.stderr
+    assert r.stdout == f"{state}\n{state}\n"

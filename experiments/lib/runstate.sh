@@ -47,21 +47,25 @@ RS_RESERVE_KB=4096 RS_FULL_KB=64 RS_RESERVE=""
 case ${BASH_SOURCE[0]} in */*) RS_PY=${BASH_SOURCE[0]%/*} ;; *) RS_PY=. ;; esac
 RS_PY=$RS_PY/../runner/tcplab_runstate.py
 
-# rs_py COMMAND ARGS...: tcplab_runstate.py COMMAND, its status returned.
+# rs_py COMMAND ARGS...: tcplab_runstate.py COMMAND, its status returned.  SIGINT ignored in it,
+# as for the plan (Python then keeps it ignored): a Ctrl-C to the group during its imports gave
+# a KeyboardInterrupt traceback (CI's double-signal storm: SIGINT+SIGTERM to the group, in
+# `import fnmatch`); run.sh's own trap ends the run, and kills a reaper first (rs_call).
 rs_py() {
-	"${PY:-/usr/bin/python3}" -S "$RS_PY" --prog "${PROG:-run.sh}" --top "${TOP:-}" "$@"
+	(trap '' INT; exec "${PY:-/usr/bin/python3}" -S "$RS_PY" --prog "${PROG:-run.sh}" --top "${TOP:-}" "$@")
 }
 
 # rs_call COMMAND ARGS...: rs_py, its stdout's lines in the array RS_OUT, its status returned.
 # Read from a descriptor, not a command substitution (bash 5.2 can lose a SIGINT that comes
-# while it waits for one: docs/reliability.md, "A SIGINT to run.sh alone").  Its pid is in RS_PY_PID meanwhile, for rs_cleanup
-# to kill: after the cleanup the run's locks are free, and a reaper still running could remove
-# the next run's files; it dies with run.sh too (setpriv --pdeathsig).
+# while it waits for one: docs/reliability.md, "A SIGINT to run.sh alone").  Its pid is in
+# RS_PY_PID meanwhile, for rs_cleanup to kill: after the cleanup the run's locks are free, and a
+# reaper still running could remove the next run's files; it dies with run.sh too (setpriv
+# --pdeathsig).  SIGINT ignored in it, as in rs_py.
 RS_PY_PID="" RS_OUT=()
 rs_call() {
 	local line fd status=0
 	RS_OUT=()
-	exec {fd}< <(exec setpriv --pdeathsig KILL "${PY:-/usr/bin/python3}" -S "$RS_PY" \
+	exec {fd}< <(trap '' INT; exec setpriv --pdeathsig KILL "${PY:-/usr/bin/python3}" -S "$RS_PY" \
 		--prog "${PROG:-run.sh}" --top "${TOP:-}" "$@")
 	RS_PY_PID=$!
 	while IFS= read -r -u "$fd" line; do RS_OUT+=("$line"); done
