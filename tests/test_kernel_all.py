@@ -439,3 +439,46 @@ def test_balance_makes_the_ones_ahead_yield_and_one_alone_runs_as_it_started():
             p.wait()
 
 
+
+
+def test_a_guest_run_is_given_what_run_sh_gave_it(tmp_path):
+    """A guest's run is planned and started by the driver itself (step 6 of the runner): its
+    job, tcplab_guest.py, gets the arguments `run.sh --kernel VER` gave it, the knobs given
+    through their older env variable among them (--knob: the guest's knobs.txt; a review found
+    them missing), its run is locked, recorded and cleaned up once, and the lines run.sh said
+    are said.  No QEMU: the job is not started."""
+    import argparse
+    import tcplab_units
+    exp = os.path.join(TOP, "experiments")
+    o = argparse.Namespace(prog="run.sh", top=TOP, exp=exp, outputs=str(tmp_path / "outputs"),
+                           version="v-test", allow_foreign_out=False)
+    ctx = tcplab_all.Context(o, tcplab_units.load(exp))
+    said = []
+
+    class D:
+        stopping = False
+
+        def say(self, tag, line):
+            said.append(f"[{tag}] {line}")
+
+    state, out = tmp_path / "state", tmp_path / "out" / "REL"
+    env = dict(os.environ, TL_CONNECTS="50", TCPLAB_STATE=str(state), TCPLAB_ROTATE="1/4")
+    g = tcplab_all.GuestJob("6.1", ["--kernel", "6.1", "p01-connect-time", "p01-machine"], env,
+                            "REL", str(out), True)
+    argv = g.begin(D(), ctx)
+    at = argv.index("--knob")
+    assert argv[at:at + 4] == ["--knob", "p01-connect-time", "connects", "50"]
+    assert argv.count("--knob") == 1
+    assert argv[-4:] == ["--", "6.1", "p01-connect-time", "p01-machine"]
+    assert "--out-set" in argv and argv[argv.index("--out") + 1] == str(out)
+    order = [argv[i + 1] for i, a in enumerate(argv) if a == "--order"]
+    assert sorted(order) == ["p01-connect-time", "p01-machine"]      # the plan's VM_ORDER
+    assert g.env["TL_RUN_ID"] == g.run.run_id and "TL_UNIT_KNOBS_P01_CONNECT_TIME" in g.env
+    assert any(re.fullmatch(r"\[6\.1\] \d\d:\d\d:\d\d \[run\] running p01-connect-time "
+                            r"p01-machine in Debian kernel 6\.1 \(tcg\)", s) for s in said), said
+    rec = g.run.record
+    assert os.path.isfile(rec) and os.path.isdir(g.run.tmp)
+    g.rc = 0
+    g.end(D(), ctx)
+    g.end(D(), ctx)                                  # once
+    assert not os.path.exists(rec) and os.listdir(out) == []

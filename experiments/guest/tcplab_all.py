@@ -45,7 +45,6 @@ exit 0; the tests of the argument handling use it.
 """
 import argparse
 import contextlib
-import io
 import os
 import queue
 import re
@@ -196,12 +195,11 @@ class GuestJob(Job):
     def begin(self, d, ctx):
         """The run started and its first lines said; → the job's argv.  GuestRefused after its
         one line, with nothing of the run left."""
-        err = io.TextIOWrapper(io.BytesIO(), encoding="utf-8", errors="surrogateescape")
-        with contextlib.redirect_stderr(err):
+        tp.SAY = lambda line: d.say(self.tag, line)     # the plan's lines, as this guest's
+        try:
             o, p = tp.plan(ctx.exp, self.plan_args, self.env, table=ctx.table)
-        err.seek(0)
-        for line in err.read().splitlines():
-            d.say(self.tag, line)
+        finally:
+            tp.SAY = None
         if p.action != "run":
             self.last = f"{ctx.prog}: {p.msg}"
             d.say(self.tag, self.last)
@@ -239,6 +237,9 @@ class GuestJob(Job):
             argv += ["--skipped", u, tj.JobRun.why_cut(p.why[u])]
         argv += ["--state", r.state, "--record", r.record, "--version", ctx.version,
                  "--reserve", r.reserve]
+        for u in p.run:
+            for k, v in p.knobs_given.get(u, ()):
+                argv += ["--knob", u, k, v]
         if ctx.o.allow_foreign_out:
             argv.append("--allow-foreign-out")
         argv += ["--accel", o.accel, "--outputs", ctx.outputs]
@@ -259,12 +260,14 @@ class GuestJob(Job):
             pass
         elif rc is not None and rc not in (0, EXIT_FAIL, EXIT_USAGE, EXIT_SKIP, 141):
             if rc > 128:
-                d.say(self.tag, f"{ctx.prog}: the run's end (tcplab_guest.py) was killed by "
-                      f"SIG{tj.signal_name(rc - 128)}: its reports, failed outputs or last lines "
-                      "may be missing")
+                self.last = (f"{ctx.prog}: the run's end (tcplab_guest.py) was killed by "
+                             f"SIG{tj.signal_name(rc - 128)}: its reports, failed outputs or "
+                             "last lines may be missing")
             else:
-                d.say(self.tag, f"{ctx.prog}: the run's end (tcplab_guest.py) failed with status "
-                      f"{rc} (above): its reports, failed outputs or last lines may be missing")
+                self.last = (f"{ctx.prog}: the run's end (tcplab_guest.py) failed with status "
+                             f"{rc} (above): its reports, failed outputs or last lines may be "
+                             "missing")
+            d.say(self.tag, self.last)
             rc = EXIT_FAIL
         self.rc = rc
         if self.run is not None:
@@ -401,6 +404,8 @@ class Driver:
         self.stopping = True
         live = [j for j in self.running if j.rc is None]
         for j in live:
+            if isinstance(j, GuestJob):     # what its run.sh's trap said
+                j.log(self, "terminated (SIGTERM): stopping every unit")
             try:
                 os.killpg(j.proc.pid, signal.SIGTERM)
             except ProcessLookupError:

@@ -138,9 +138,18 @@ class Stop(Exception):
         self.status, self.msg = status, msg
 
 
+# Where log() says a line: stderr, or a caller's function of the line (`--kernel all`'s driver
+# plans its guests' runs in its own process, and prefixes their lines)
+SAY = None
+
+
 def log(msg):
     """run.sh's log before --ktap's header: "HH:MM:SS [run] MSG" on stderr."""
-    tu._write(sys.stderr, f"{time.strftime('%H:%M:%S')} [run] {msg}\n")
+    line = f"{time.strftime('%H:%M:%S')} [run] {msg}"
+    if SAY is not None:
+        SAY(line)
+    else:
+        tu._write(sys.stderr, line + "\n")
 
 
 def kernel_series_ok(v):
@@ -289,6 +298,7 @@ class Plan:
         self.table_code, self.knob_code = "", ""
         self.vm_order, self.rotate_note = [], ""
         self.knob_env = {}          # --kernel VER: what run.sh exports for vm.sh (TL_UNIT_KNOBS_*)
+        self.knobs_given = {}       # unit -> [(knob, value)] given, in table order
 
     def skip(self, u, why, said):
         """U skipped before the run: WHY for its outputs and KTAP, SAID as its progress line."""
@@ -351,6 +361,10 @@ def decide(o, t, p, environ):
         raise Stop(EXIT_USAGE, str(e)) from None
     p.knob_code = tu.knobs_shell(t, knob_units, value, given, bool(vm))
     p.knob_env = tu.knob_exports(t, knob_units, value) if vm else {}
+    # the knobs given (--set, or the older env variable), by unit in table order: what run.sh
+    # hands a guest's job as --knob, for its knobs.txt
+    p.knobs_given = {u: [(k, value[f"{u}:{k}"]) for k in t.knobs.get(u, ())
+                         if given.get(f"{u}:{k}")] for u in knob_units}
     named = bool(o.units)
     p.named_units = list(o.units)
     if o.ktap and o.kernel == "all":
