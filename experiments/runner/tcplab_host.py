@@ -46,7 +46,8 @@ import tcplab_job as tj
 import tcplab_runstate as rs
 import tcplab_units as tu
 
-STOP_GRACE_S = 3.0      # stop_unit: SIGTERM (its collect script still writes what it has), then KILL
+STOP_GRACE_S = 3.0      # stop_unit: SIGTERM (its collect script still writes what it has),
+                        # then SIGKILL
 LOG_GRACE_S = 2.5       # tee's time to copy a reaped unit's last words, then SIGKILL
 POLL_S = 0.1
 
@@ -181,9 +182,10 @@ class HostRun(tj.JobRun):
             with self.child.whole():    # a SIGTERM meanwhile kills both once both are known
                 unit.tee = subprocess.Popen(["tee", "-p", "--", os.path.join(log, u + ".txt")],
                                             stdin=r_fd, stdout=2)
+                script = tu.collect_script(self.exp, u, self.report[u])
                 unit.proc = subprocess.Popen(
-                    [tf.enc(a) for a in ["ip", "netns", "exec", ns, "env", *env, "sh",
-                                         tu.collect_script(self.exp, u, self.report[u]), os.path.join(raw, u)]],
+                    [tf.enc(a) for a in ["ip", "netns", "exec", ns, "env", *env, "sh", script,
+                                         os.path.join(raw, u)]],
                     stderr=w_fd, start_new_session=True)
         finally:
             os.close(r_fd)
@@ -267,7 +269,8 @@ class HostRun(tj.JobRun):
             why = first.removeprefix("failed: ") if first.startswith("failed: ") else ""
             if not why and status > 128:
                 why = "killed by SIG" + tj.signal_name(status - 128)
-            self.unit_failed(u, f"failed: {why or f'exit {status}'} (exit {status} after {secs} s{full})")
+            self.unit_failed(u, f"failed: {why or f'exit {status}'} "
+                             f"(exit {status} after {secs} s{full})")
         elif os.path.lexists(os.path.join(d, "status.txt")):
             self.unit_failed(u, f"failed: exit 0 after writing status.txt: {first}")
         elif not self.install(d, os.path.join(self.out, "raw", u)):
@@ -320,8 +323,8 @@ class HostRun(tj.JobRun):
                 if unit.gone():
                     self.finish_unit(u)
                 elif seconds() - unit.t0 >= int(self.limit[u]):
-                    self.log(f"{u}: timed out after {self.limit[u]} s (limit_s in experiments/units): "
-                             "stopping it")
+                    self.log(f"{u}: timed out after {self.limit[u]} s (limit_s in "
+                             "experiments/units): stopping it")
                     unit.timed_out = True
                     self.stop_unit(unit)
                     self.finish_unit(u)
