@@ -192,43 +192,64 @@ def check_shutdown(j, prm):
         assert p[side]["TcpOutRsts"] == 0
 
 
+def uncounted(p, side):
+    """The events that side's tcpevents counted as run no program for in part P (missed=,
+    unseen=; 0 where it cannot count them)."""
+    ex = p["tcpevents"]
+    return (ex["missed"][side] or 0) + (ex["unseen"][side] or 0)
+
+
 def check_tcpevents(j):
     """Where tcpevents ran: each side's exact transitions, in the kernel's order; the server,
     which closes second in orderly and shutdown, passes LAST-ACK every time (however short:
-    its FIN's ACK ends it), and sockwatch's samples agree.  Elsewhere nothing is claimed."""
+    its FIN's ACK ends it), and sockwatch's samples agree.  Elsewhere nothing is claimed.  A
+    side whose tcpevents counted events the kernel ran no program for (missed=, unseen=; docs/
+    tcpevents.md) may lack that many, each said as a disagreement with the count: make test on
+    6 December lost the orderly client's FIN-WAIT-2 and TIME-WAIT with unseen=2.  Its sequence
+    is then not asserted; one with nothing counted must be whole."""
     te = j["tcpevents"]
     assert te["status"] in ("ran", "blind", "absent")
     if te["status"] != "ran":
         assert all(p["tcpevents"] is None for p in j["parts"].values())
         assert (te["why"] is not None) == (te["status"] == "blind")
         return
+    whole = {}
     for name, p in j["parts"].items():
         ex = p["tcpevents"]
-        assert ex["disagree"] == [], (name, ex["disagree"])
         for side in ("client", "server"):
-            seq = [(x["old"], x["new"]) for x in ex[side]]
-            assert all(a[1] == b[0] for a, b in zip(seq, seq[1:])), seq
+            gaps = [d for d in ex["disagree"] if d.startswith(side + ": ")]
+            assert len(gaps) <= uncounted(p, side), (name, ex["disagree"])
+            assert all("; tcpevents " in d for d in gaps), gaps
+            whole[name, side] = uncounted(p, side) == 0
             ts = [x["t_ms"] for x in ex[side]]
             assert ts == sorted(ts)
-        assert [x["new"] for x in ex["client"]][:2] == ["SYN-SENT", "ESTAB"]
-        assert [x["new"] for x in ex["server"]][:2] == ["SYN-RECV", "ESTAB"]
+            if not whole[name, side]:
+                continue
+            seq = [(x["old"], x["new"]) for x in ex[side]]
+            assert all(a[1] == b[0] for a, b in zip(seq, seq[1:])), seq
+            first = {"client": ["SYN-SENT", "ESTAB"], "server": ["SYN-RECV", "ESTAB"]}[side]
+            assert [x["new"] for x in ex[side]][:2] == first
     for name in ("orderly", "shutdown"):
         p = j["parts"][name]
-        sv = [x["new"] for x in p["tcpevents"]["server"]]
-        assert sv[-3:] == ["CLOSE-WAIT", "LAST-ACK", "UNCONN"], (name, sv)
-        la = p["findings"]["last_ack_exact"]
-        assert la is not None and la["lasted_ms"] > 0, name
+        if whole[name, "server"]:
+            sv = [x["new"] for x in p["tcpevents"]["server"]]
+            assert sv[-3:] == ["CLOSE-WAIT", "LAST-ACK", "UNCONN"], (name, sv)
+            la = p["findings"]["last_ack_exact"]
+            assert la is not None and la["lasted_ms"] > 0, name
     # orderly's client is an orphan: FIN-WAIT-2 becomes a timewait socket, whose TIME-WAIT
     # has no tracepoint (sockwatch's sample only); shutdown's client keeps its socket, whose
     # TIME-WAIT the timewait socket is made in (tcp_fin -> tcp_time_wait)
     o, h = j["parts"]["orderly"]["tcpevents"], j["parts"]["shutdown"]["tcpevents"]
-    assert [(x["new"], x["socket"]) for x in o["client"]][-1] == ("FIN-WAIT-2", "timewait")
-    assert [(x["new"], x["socket"]) for x in h["client"]][-1] == ("TIME-WAIT", "timewait")
+    if whole["orderly", "client"]:
+        assert [(x["new"], x["socket"]) for x in o["client"]][-1] == ("FIN-WAIT-2", "timewait")
+    if whole["shutdown", "client"]:
+        assert [(x["new"], x["socket"]) for x in h["client"]][-1] == ("TIME-WAIT", "timewait")
     # the unread parts' server and linger0's client close from ESTAB straight to CLOSE (a RST)
     for name, side in (("unread", "server"), ("lost", "server"), ("sendfirst", "server"),
                        ("linger0", "client")):
-        assert ("ESTAB", "UNCONN") in [(x["old"], x["new"])
-                                       for x in j["parts"][name]["tcpevents"][side]], name
+        if whole[name, side]:
+            assert ("ESTAB", "UNCONN") in [(x["old"], x["new"])
+                                           for x in j["parts"][name]["tcpevents"][side]], name
 
 
 check_all = R.checks(check_tcpevents, check_orderly, check_unread_survives, check_lost, check_sendfirst,

@@ -92,8 +92,9 @@ def watch(path, start_ns):
 # ---- tcpevents: the exact transitions -----------------------------------------------------------
 
 def read_tcpevents(path):
-    """One side's tcpevents output (docs/tcpevents.md) → its event lines as Fields; the ready
-    line first, the end line last, none lost, and as many events as the end line counts."""
+    """One side's tcpevents output (docs/tcpevents.md) → (its event lines as Fields, its end
+    line); the ready line first, the end line last, none lost, and as many events as the end
+    line counts."""
     lines = t.read_lines(path)
     if not lines or not lines[0].startswith("ready "):
         raise t.RawError(f"{path}: no `ready` line first")
@@ -110,7 +111,7 @@ def read_tcpevents(path):
     for e in events:
         e.int("t_ns")
         e.str("event")
-    return events
+    return events, end
 
 
 def exact(events, t0):
@@ -190,15 +191,26 @@ def part_exact(rawdir, name, part):
     f = lambda s: os.path.join(rawdir, f"{name}-{s}")  # noqa: E731
     if not t.exists(f("tcpevents.txt")) and not t.exists(f("server-tcpevents.txt")):
         return None
-    out = {"client": exact(read_tcpevents(f("tcpevents.txt")), part["t0"]),
-           "server": exact(read_tcpevents(f("server-tcpevents.txt")), part["t0"])}
+    out, missed, unseen = {}, {}, {}
+    for side, file in (("client", "tcpevents.txt"), ("server", "server-tcpevents.txt")):
+        events, end = read_tcpevents(f(file))
+        out[side] = exact(events, part["t0"])
+        missed[side], unseen[side] = t.tcpevents_missed(end), t.tcpevents_unseen(end)
     bad, untraced, replaced = [], [], []
     for side, key in (("client", "states"), ("server", "server_states")):
         b, u, r = cross_check(part[key], out[side], side)
+        # where the kernel counted events it ran no program for, each disagreement says so
+        # (docs/tcpevents.md, "A retransmission missed under load")
+        b = [d + (f"; tcpevents missed={missed[side]} (events the kernel ran no program for)"
+                  if missed[side] else "")
+               + (f"; tcpevents unseen={unseen[side]} (tracepoint hits, any socket's, the kernel "
+                  "ran no program for, no recursion counted)" if unseen[side] else "")
+             for d in b]
         bad += b
         untraced += u
         replaced += r
     out["disagree"], out["untraced"] = bad, untraced
+    out["missed"], out["unseen"] = missed, unseen
     if replaced:
         out["replaced"] = replaced
     return out
@@ -874,7 +886,8 @@ def part_json(part):
             "tcpevents": None if part["exact"] is None else
             {"client": [{k: v for k, v in x.items() if k != "t_ns"} for x in part["exact"]["client"]],
              "server": [{k: v for k, v in x.items() if k != "t_ns"} for x in part["exact"]["server"]],
-             "untraced": part["exact"]["untraced"], "disagree": part["exact"]["disagree"]},
+             "untraced": part["exact"]["untraced"], "disagree": part["exact"]["disagree"],
+             "missed": part["exact"]["missed"], "unseen": part["exact"]["unseen"]},
             "counters": part["counters"], "server_counters": part["server_counters"],
             "findings": part["findings"], "main": main_line(part),
             "capture": pkt.capture_json(part["capture"])}
