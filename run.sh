@@ -166,10 +166,11 @@ ktap_die() {
 # scripts, reports and its own units table (the tests use it).
 
 EXP=${TCPLAB_EXPERIMENTS:-$TOP/experiments}
-# What the running of the units reads of the table, by unit (the plan sets them): its report,
-# alone, limit_s, netns, the wire's MTU (netns "wire" is 1500, "wire:N" is N), its knobs' names
-# in table order ("# knob:" lines, docs/design.md "Knobs"); K_VALUE and K_GIVEN by UNIT:NAME.
-declare -A U_REPORT=() U_ALONE=() U_LIMIT=() U_NETNS=() U_MTU=() U_KNOBS=() K_VALUE=() K_GIVEN=()
+# The knobs' values by UNIT:NAME, K_VALUE, and those given, K_GIVEN (the plan sets them; a guest's
+# vm.sh gets them as TL_UNIT_KNOBS_*, which the plan exports).  What the job takes of the table
+# (each unit's report, limit_s, alone, namespaces, the wire's MTU, its knobs' values) is in the
+# plan's JOB_FIN and JOB_OWN.
+declare -A K_VALUE=() K_GIVEN=()
 
 # ---- run state ------------------------------------------------------------------------------
 # Locks, namespaces, temporary directory, reaper, traps: experiments/lib/runstate.sh.
@@ -237,35 +238,14 @@ kill_running_units() {
 	finish_stop
 }
 
-# job_state UNIT...: what both jobs take (tcplab_job.py): the run's state, its reserve, the
-# knobs given to UNIT... (--set), in JST.
+# job_state: what both jobs take of the run itself (tcplab_job.py): its state, its record,
+# tcplab's version, its reserve, in JST.  What the plan decides for the job (the knobs given,
+# the host's or the guest's own options, the units) is the plan's JOB_OWN, made once, in
+# tcplab_plan.py's job_args, for this run and for --kernel all's runs alike.
 job_state() {
-	local u k
 	JST=(--state "$RS_STATE" --record "$RS_RECORD" --version "$TCPLAB_VERSION")
 	[ -z "$RS_ALLOW_FOREIGN" ] || JST+=(--allow-foreign-out)
 	[ -z "$RS_RESERVE" ] || JST+=(--reserve "$RS_RESERVE")
-	for u in "$@"; do
-		for k in ${U_KNOBS[$u]:-}; do
-			[ -z "${K_GIVEN[$u:$k]:-}" ] || JST+=(--knob "$u" "$k" "${K_VALUE[$u:$k]}")
-		done
-	done
-}
-
-# host_state UNIT...: tcplab_host.py's own arguments, in HST: each unit's columns the running
-# reads (alone, netns, the wire's MTU, --mtu applied) and its knobs' values.
-host_state() {
-	local u k
-	HST=(--bin "$TL_BIN" --ns-name "$NS_PREFIX-$$" --reserve-kb "$RS_RESERVE_KB")
-	[ -z "${TL_QUICK:-}" ] || HST+=(--quick)
-	for u in "$@"; do
-		[ "${U_ALONE[$u]}" != yes ] || HST+=(--alone "$u")
-		if [ "${U_NETNS[$u]}" = 2 ]; then
-			HST+=(--netns "$u" 2)
-		elif [ -n "${U_MTU[$u]:-}" ]; then
-			HST+=(--wire "$u" "${MTU_OPT:-${U_MTU[$u]}}")
-		fi
-		for k in ${U_KNOBS[$u]:-}; do HST+=(--knob-env "$u" "$k" "${K_VALUE[$u:$k]}"); done
-	done
 }
 
 # ---- the end of the run: experiments/runner/tcplab_finish.py -----------------------------------
@@ -273,26 +253,17 @@ host_state() {
 # points and the run's exit status, in one program; run.sh hands it what happened to each unit.
 FINISH=$TOP/experiments/runner/tcplab_finish.py FINISH_PID=""
 
-# finish_state: what the run knows, as tcplab_finish.py's STATE arguments, in FIN: the units the
-# plan skipped (SKIPPED, each with its WHY; the results of the units that ran are the job's own).
-# Each WHY is one argument: any bytes reach it as they are, its first WHY_MAX bytes (one argument
-# over the kernel's 128 KiB would make the exec fail, and with it the whole end of the run).
+# finish_state: what the run knows, as tcplab_finish.py's STATE arguments, in FIN: the run's
+# own (its directories, the KTAP stream) and the plan's JOB_FIN (every unit's report and
+# limit_s, the plan, the units it skipped with their reasons, each cut at tcplab_units.py's
+# WHY_MAX bytes; the results of the units that ran are the job's own).
 declare -A WHY=()
-SKIPPED=()
-WHY_MAX=4096
+SKIPPED=() JOB_FIN=() JOB_OWN=()
 finish_state() {
-	local u
 	FIN=(--prog "$PROG" --top "$TOP" --exp "$EXP" --py "$PY" --out "$OUT" --full-kb "$RS_FULL_KB")
-	[ -z "$KERNEL" ] || FIN+=(--kernel "$KERNEL")
 	[ -z "${TMPDIR_RUN:-}" ] || FIN+=(--tmp "$TMPDIR_RUN")
 	[ -z "$KTAP_STARTED" ] || FIN+=(--ktap-fd 3)
-	for u in "${!U_REPORT[@]}"; do FIN+=(--unit "$u" "${U_REPORT[$u]}" "${U_LIMIT[$u]}"); done
-	for u in "${PLAN[@]}"; do FIN+=(--plan "$u"); done
-	for u in "${SKIPPED[@]}"; do
-		WHY_CUT=${WHY[$u]}
-		[ ${#WHY_CUT} -le "$WHY_MAX" ] || WHY_CUT="${WHY_CUT:0:WHY_MAX} [cut at $WHY_MAX bytes]"
-		FIN+=(--skipped "$u" "$WHY_CUT")
-	done
+	FIN+=("${JOB_FIN[@]}")
 }
 
 # finish_stop: the run's job (tcplab_host.py or tcplab_guest.py) stopped (for the cleanup: rs_cleanup, through
@@ -348,14 +319,6 @@ guest_out() {
 # tcplab_plan.py's rotate_plan).
 GUEST=$TOP/experiments/runner/tcplab_guest.py
 
-# guest_state: tcplab_guest.py's own arguments, in GST.
-guest_state() {
-	local u
-	GST=(--accel "$ACCEL" --outputs "$OUTPUTS")
-	[ -z "$MTU_OPT" ] || GST+=(--mtu "$MTU_OPT")
-	[ -z "$OUT_SET" ] || GST+=(--out-set)
-	for u in "${VM_ORDER[@]}"; do GST+=(--order "$u"); done
-}
 
 # ---- without root (docs/design.md, "Without root") ----------------------------------------------
 # userns_run ARG...: run.sh again with the same arguments as root of a user namespace of its own
@@ -455,7 +418,8 @@ main() {
 		exec "$PY" "$TOP/experiments/guest/tcplab_all.py" --run-sh "$TOP/run.sh" ${QUICK:+--quick} ${ALL:+--all} \
 			${ACCEL_SET:+--accel "$ACCEL"} ${MTU_OPT:+--mtu "$MTU_OPT"} ${OUT_SET:+--out "$OUT"} \
 			${RS_ALLOW_FOREIGN:+--allow-foreign-out} --host-units "${NAMED_UNITS[*]}" --guest-units "${GUEST_UNITS[*]}" \
-			--prog "$PROG" --top "$TOP" --exp "$EXP" --outputs "$OUTPUTS" --version "$TCPLAB_VERSION"
+			--prog "$PROG" --top "$TOP" --exp "$EXP" --outputs "$OUTPUTS" --version "$TCPLAB_VERSION" \
+			--bin "$TL_BIN"
 	fi
 	units=("${RUN_UNITS[@]}")
 	[ -n "$QUICK" ] && export TL_QUICK=1
@@ -481,14 +445,13 @@ main() {
 	# run.sh is acted on at once (the cleanup stops it, and it its units); SIGTERM when run.sh
 	# dies (setpriv --pdeathsig), so it never writes after the run's locks are free
 	finish_state
-	job_state "${units[@]}"
+	job_state
 	if [ -n "$KERNEL" ]; then
 		[ -z "$ROTATE_NOTE" ] || log "$ROTATE_NOTE"
-		guest_state
-		end=("$GUEST" --t0 "$T0" "${FIN[@]}" "${JST[@]}" "${GST[@]}" -- "$KERNEL" "${units[@]}")
+		end=("$GUEST" --t0 "$T0" "${FIN[@]}" "${JST[@]}" --outputs "$OUTPUTS" "${JOB_OWN[@]}")
 	else
-		host_state "${units[@]}"
-		end=("$HOST" --t0 "$T0" "${FIN[@]}" "${JST[@]}" "${HST[@]}" -- "${units[@]}")
+		end=("$HOST" --t0 "$T0" "${FIN[@]}" "${JST[@]}" --bin "$TL_BIN" --ns-name "$NS_PREFIX-$$" \
+			--reserve-kb "$RS_RESERVE_KB" "${JOB_OWN[@]}")
 	fi
 	setpriv --pdeathsig TERM "$PY" -S "${end[@]}" 3>&"${KTAP_FD:-1}" &
 	FINISH_PID=$!

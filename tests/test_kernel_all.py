@@ -13,6 +13,7 @@ import re
 import secrets
 import signal
 import subprocess
+import sys
 import time
 
 import pytest
@@ -53,14 +54,14 @@ def test_bad_combinations_are_one_line_and_exit_2(tmp_path, args, says):
 
 
 def plan(*args):
-    """What each run is given for these arguments: {tag: argv after run.sh}: the host's run.sh
-    command line, and the run.sh arguments each guest's run is planned from (its run is a job of
-    tcplab_all.py's own, "guest run as: run.sh ...")."""
+    """What each run is given for these arguments: {tag: argv after run.sh}: the run.sh
+    arguments each run is planned from (its run is a job of tcplab_all.py's own, "host run as:
+    run.sh ...", "guest run as: run.sh ..."; not root, the host's run.sh command line)."""
     r = run(*args, env={"TCPLAB_ALL_PLAN": "1"})
     assert r.returncode == 0, r.stderr
     got = {}
     for line in r.stderr.splitlines():
-        m = re.match(r"\[([a-z0-9.]+)\] (?:guest run as: )?(\S+/run\.sh)(.*)$", line)
+        m = re.match(r"\[([a-z0-9.]+)\] (?:(?:guest|host) run as: )?(\S+/run\.sh)(.*)$", line)
         if m:
             assert m.group(2) == RUN
             got[m.group(1)] = m.group(3).split()
@@ -463,8 +464,8 @@ def test_a_guest_run_is_given_what_run_sh_gave_it(tmp_path):
 
     state, out = tmp_path / "state", tmp_path / "out" / "REL"
     env = dict(os.environ, TL_CONNECTS="50", TCPLAB_STATE=str(state), TCPLAB_ROTATE="1/4")
-    g = tcplab_all.GuestJob("6.1", ["--kernel", "6.1", "p01-connect-time", "p01-machine"], env,
-                            "REL", str(out), True)
+    g = tcplab_all.GuestJob("6.1", ["--kernel", "6.1", "--out", str(out), "p01-connect-time",
+                                    "p01-machine"], env, "REL", str(out))
     argv = g.begin(D(), ctx)
     at = argv.index("--knob")
     assert argv[at:at + 4] == ["--knob", "p01-connect-time", "connects", "50"]
@@ -481,4 +482,101 @@ def test_a_guest_run_is_given_what_run_sh_gave_it(tmp_path):
     g.rc = 0
     g.end(D(), ctx)
     g.end(D(), ctx)                                  # once
+    assert not os.path.exists(rec) and os.listdir(out) == []
+
+
+# A host's run under --kernel all, as root, is a job of the driver too (step 7 of the runner):
+# units of a table of the test's own, one for each way a unit runs (a knob, a second namespace,
+# the wire, alone); each one's collect script copies its job's command line (its parent's: ip
+# netns exec and env exec what follows them) where the test reads it.
+HOST_UNITS = """\
+# knob: h-one: depth: 3: 1..9: env TL_TEST_HDEPTH: how deep
+h-one    -  named run no  1 30 no 1         no
+h-two    -  named run no  1 30 no 2         no
+h-wire   -  named run no  1 30 no wire:1400 no
+h-alone  -  named run yes 1 30 no 1         no
+"""
+ARGV_SH = 'tr "\\000" "\\n" < /proc/$PPID/cmdline > "$TL_TEST_ARGV/${1##*/}"\n'
+RUN_SPECIFIC = ("--t0", "--out", "--tmp", "--state", "--record", "--reserve", "--ns-name",
+                "--version")
+
+
+def job_options(argv):
+    """A job's command line after its program, as {option: [its values, in order]}; the values
+    that differ from run to run (its time, directories, record, pid) left out, and --unit (the
+    whole table's, in whatever order bash keeps them) as a set."""
+    sys.path.insert(0, os.path.join(TOP, "experiments", "runner"))
+    import tcplab_host
+    i, got = 0, {}
+    while argv[i] != "--":
+        n = tcplab_host.HostRun.ARITY[argv[i]]
+        got.setdefault(argv[i], []).append(tuple(argv[i + 1:i + 1 + n]))
+        i += 1 + n
+    got["--"] = argv[i + 1:]
+    got["--unit"] = set(got["--unit"])
+    for opt in RUN_SPECIFIC:
+        assert opt in got, opt
+        got[opt] = len(got[opt])
+    return got
+
+
+@pytest.mark.netns
+def test_the_hosts_run_is_given_what_run_sh_gave_it(tmp_path, bindir):
+    """HostJob, the host's run under --kernel all as root, gives its job (tcplab_host.py) the
+    options run.sh gives it for the same arguments: every unit's columns, the plan, --quick, the
+    wire and its MTU, a second namespace, alone, each knob's value, and a knob given through its
+    older env variable; and its run is locked, recorded and cleaned up once."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root: run.sh's own host run, in network namespaces")
+    import argparse
+    import shutil
+    import tcplab_units
+    exp = tmp_path / "exp"
+    shutil.copytree(os.path.join(TOP, "experiments"), exp,
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    with open(exp / "units", "a") as f:
+        f.write(HOST_UNITS)
+    units = ["h-one", "h-two", "h-wire", "h-alone"]
+    for u in units:
+        (exp / u).mkdir()
+        (exp / u / f"{u}.sh").write_text(ARGV_SH)
+    (tmp_path / "argv").mkdir()
+    env = dict(os.environ, TCPLAB_EXPERIMENTS=str(exp), TL_TEST_HDEPTH="5",
+               TL_TEST_ARGV=str(tmp_path / "argv"), TCPLAB_STATE=str(tmp_path / "state"))
+    r = subprocess.run([RUN, "--quick", "--out", str(tmp_path / "o1"), *units],
+                       capture_output=True, text=True, timeout=120, env=env)
+    assert "finished in" in r.stderr, r.stderr
+    seen = {}
+    for u in units:
+        argv = (tmp_path / "argv" / u).read_text().splitlines()
+        seen[u] = argv[argv.index(os.path.join(TOP, "experiments", "runner", "tcplab_host.py")) + 1:]
+    assert all(a == seen[units[0]] for a in seen.values())     # one job ran them all
+    want = job_options(seen[units[0]])
+    assert want["--knob"] == [("h-one", "depth", "5")] and ("h-wire", "1400") in want["--wire"]
+
+    o = argparse.Namespace(prog="run.sh", top=TOP, exp=str(exp), outputs=str(tmp_path / "outputs"),
+                           version="v-test", allow_foreign_out=False, bin=bindir)
+    ctx = tcplab_all.Context(o, tcplab_units.load(str(exp)))
+    said = []
+
+    class D:
+        stopping = False
+
+        def say(self, tag, line):
+            said.append(f"[{tag}] {line}")
+
+    out = tmp_path / "o2" / "REL"
+    h = tcplab_all.HostJob("host", ["--quick", "--out", str(out), *units], env, "REL", str(out))
+    argv = h.begin(D(), ctx)
+    assert argv[:2] == ["env", "--ignore-signal=INT,QUIT"]
+    got = job_options(argv[argv.index(tcplab_all.HOST_JOB) + 1:])
+    assert got == want
+    assert h.env["TL_RUN_ID"] == h.run.run_id and h.env["TL_QUICK"] == "1"
+    assert any(re.fullmatch(r"\[host\] \d\d:\d\d:\d\d \[run\] running h-one h-two h-wire "
+                            r"h-alone", s) for s in said), said
+    rec = h.run.record
+    assert os.path.isfile(rec) and os.path.isdir(h.run.tmp)
+    h.rc = 0
+    h.end(D(), ctx)
+    h.end(D(), ctx)                                  # once
     assert not os.path.exists(rec) and os.listdir(out) == []

@@ -1,25 +1,27 @@
 #!/usr/bin/python3
 """run.sh --kernel all: the host's set and every guest kernel side by side (docs/kernel-matrix.md,
 "All kernels at once").  run.sh checks the arguments and execs this driver; it is not meant to be
-run by hand.  The guests' runs are jobs of this one process (docs/maintainers.md, "The runner,
-step by step", step 6); the host's run is a run.sh child.
+run by hand.  Every kernel's run is a job of this one process (docs/maintainers.md, "The runner,
+step by step", steps 6 and 7); only a host's run without root is a run.sh child, which runs as
+root of a user namespace of its own (run.sh's userns_run).
 
   tcplab_all.py --run-sh PATH [--quick] [--all] [--accel A] [--mtu N] [--out DIR]
                 [--allow-foreign-out] [--host-units "U..."] [--guest-units "U..."]
-                [--prog P] [--top DIR] [--exp DIR] [--outputs DIR] [--version V]
+                [--prog P] [--top DIR] [--exp DIR] [--outputs DIR] [--version V] [--bin DIR]
 
 1. Every kernel's package is fetched (or found in the cache) first, one after another (they share
    vm.sh's flock on the kernel cache anyway): `vm.sh --resolve VER` prints its release.  A
    kernel that cannot be had stops everything before a guest starts, with one line naming it.
 2. The host's run (`run.sh [SET|UNITS]`) starts at once; the guests start as slots allow:
    guests at once = guests_at_once() below, from MemAvailable, the measured peak of one guest
-   and the CPUs.  A guest's run is planned here (tcplab_plan, on the unit table read once, from
-   the arguments `run.sh --kernel VER ...` would take), its output directory locked and its
+   and the CPUs.  Each run is planned here (tcplab_plan, on the unit table read once, from the
+   arguments `run.sh [--kernel VER] ...` would take), its output directory locked and its
    record, temporary directory and reserve held by this process (tcplab_runstate.start_run);
-   its job, experiments/runner/tcplab_guest.py, runs vm.sh, puts each unit's result in place
-   and ends the run; then its cleanup (Started.cleanup) runs here.  Each child is a process
-   group (session) of its own; its lines (stdout and stderr) are printed on stderr prefixed
-   "[VER] " or "[host] ", with the lines run.sh said for a guest's run.
+   its job, experiments/runner/tcplab_guest.py (vm.sh) or tcplab_host.py (as root: the units
+   in namespaces of their own), puts each unit's result in place and ends the run; then its
+   cleanup (Started.cleanup) runs here.  Each child is a process group (session) of its own;
+   its lines (stdout and stderr) are printed on stderr prefixed "[VER] " or "[host] ", with
+   the lines run.sh said for that run.
 3. SIGINT, SIGTERM, SIGHUP, SIGQUIT, or any error here: every child group gets SIGTERM (run.sh's
    own traps stop the host's units and namespaces; a guest's job stops its vm.sh, whose trap
    stops QEMU); a group still there after STOP_WAIT_S gets SIGKILL (its QEMU dies with it:
@@ -39,9 +41,9 @@ step by step", step 6); the host's run is a run.sh child.
 5. One summary line per kernel (release, units ok/failed/skipped, wall time); exit 0 when every
    child exited 0, else the worst child's status (worst first: 1 failed, 2 usage, 4 skipped).
 
-TCPLAB_ALL_PLAN=1: print the budget line, the host's command line and the run.sh arguments each
-guest's run is planned from ("guest run as: ..."; releases as VER: no package is fetched), and
-exit 0; the tests of the argument handling use it.
+TCPLAB_ALL_PLAN=1: print the budget line and the run.sh arguments each run is planned from
+("host run as: ...", "guest run as: ..."; not root: the host's run.sh command line; releases as
+VER: no package is fetched), and exit 0; the tests of the argument handling use it.
 """
 import argparse
 import contextlib
@@ -62,6 +64,7 @@ import tcplab_plan as tp  # noqa: E402
 import tcplab_runstate as rs  # noqa: E402
 import tcplab_units as tu  # noqa: E402
 GUEST_JOB = os.path.join(RUNNER, "tcplab_guest.py")
+HOST_JOB = os.path.join(RUNNER, "tcplab_host.py")
 KERNELS = ("5.10", "6.1", "6.12", "7.2")
 PROG = "run.sh"
 
@@ -175,18 +178,25 @@ class Context:
         self.o, self.table = o, table
         self.prog, self.top, self.exp, self.outputs = o.prog, o.top, o.exp, o.outputs
         self.version = o.version
+        self.bin = getattr(o, "bin", "") or os.path.join(self.top, "build", "bin")
 
 
-class GuestJob(Job):
-    """A guest's run, a job of this process: its plan, made here (tcplab_plan, on the table read
-    once), its output directory locked and its record, temporary directory and reserve held by
-    this process (tcplab_runstate.start_run), then its job, tcplab_guest.py (vm.sh, each unit's
-    result put in place, the run's end); once that is gone, the rest of run.sh's cleanup
-    (Started.cleanup).  It replaced one `run.sh --kernel VER` child per guest."""
+class RunJob(Job):
+    """A run of this command line, a job of this process (docs/maintainers.md, "The runner, step
+    by step", steps 6 and 7): its plan, made here (tcplab_plan, on the table read once), its
+    output directory locked and its record, temporary directory and reserve held by this process
+    (tcplab_runstate.start_run), then its job (a guest's tcplab_guest.py, the host's
+    tcplab_host.py: the units, each unit's result put in place, the run's end); once that is
+    gone, the rest of run.sh's cleanup (Started.cleanup).  It replaced one run.sh child per
+    kernel.  The job's arguments are run.sh's: what the plan decides from tcplab_plan.job_args,
+    as run.sh's JOB_FIN and JOB_OWN.  A subclass says what its job is (PROGRAM, run_args,
+    running)."""
 
-    def __init__(self, tag, plan_args, env, release, out, out_set):
+    PROGRAM = ""
+
+    def __init__(self, tag, plan_args, env, release, out):
         super().__init__(tag, [], env)
-        self.plan_args, self.release, self.out, self.out_set = plan_args, release, out, out_set
+        self.plan_args, self.release, self.out = plan_args, release, out
         self.run = None             # the rs.Started of its run, until cleaned up
 
     def log(self, d, msg):
@@ -195,7 +205,7 @@ class GuestJob(Job):
     def begin(self, d, ctx):
         """The run started and its first lines said; → the job's argv.  GuestRefused after its
         one line, with nothing of the run left."""
-        tp.SAY = lambda line: d.say(self.tag, line)     # the plan's lines, as this guest's
+        tp.SAY = lambda line: d.say(self.tag, line)     # the plan's lines, as this run's
         try:
             o, p = tp.plan(ctx.exp, self.plan_args, self.env, table=ctx.table)
         finally:
@@ -216,55 +226,47 @@ class GuestJob(Job):
             raise GuestRefused(e.status) from None
         for line in lines:
             self.log(d, line)
-        # what run.sh exported: its run's id, --quick, and the units' knobs (vm.sh hands a
-        # guest the caller's TL_* settings)
-        self.env = dict(self.env, TL_RUN_ID=self.run.run_id, **p.knob_env)
+        # what run.sh exported: its run's id and --quick
+        self.env = dict(self.env, TL_RUN_ID=self.run.run_id)
         if o.quick:
             self.env["TL_QUICK"] = "1"
-        self.log(d, f"running {' '.join(p.run)} in Debian kernel {o.kernel} ({o.accel})")
-        if p.rotate_note:
-            self.log(d, p.rotate_note)
-        r, t = self.run, ctx.table
-        argv = ["setpriv", "--pdeathsig", "TERM", sys.executable, "-S", GUEST_JOB,
+        self.running(d, o, p)
+        fin, own = tp.job_args(o, ctx.table, p)
+        r = self.run
+        # SIGINT and SIGQUIT ignored, as bash starts a background job (run.sh's "&"), and so
+        # for its units; SIGTERM when this process dies
+        return ["env", "--ignore-signal=INT,QUIT", "setpriv", "--pdeathsig", "TERM",
+                sys.executable, "-S", self.PROGRAM,
                 "--t0", str(int(time.time())), "--prog", ctx.prog, "--top", ctx.top,
                 "--exp", ctx.exp, "--py", sys.executable, "--out", r.out,
-                "--full-kb", "64", "--kernel", o.kernel, "--tmp", r.tmp]
-        for u in t.names:
-            argv += ["--unit", u, t.cols["report"][u], t.cols["limit_s"][u]]
-        for u in p.plan:
-            argv += ["--plan", u]
-        for u in p.skipped:
-            argv += ["--skipped", u, tj.JobRun.why_cut(p.why[u])]
-        argv += ["--state", r.state, "--record", r.record, "--version", ctx.version,
-                 "--reserve", r.reserve]
-        for u in p.run:
-            for k, v in p.knobs_given.get(u, ()):
-                argv += ["--knob", u, k, v]
-        if ctx.o.allow_foreign_out:
-            argv.append("--allow-foreign-out")
-        argv += ["--accel", o.accel, "--outputs", ctx.outputs]
-        if o.mtu:
-            argv += ["--mtu", o.mtu]
-        if self.out_set:
-            argv.append("--out-set")
-        for u in p.vm_order:
-            argv += ["--order", u]
-        return argv + ["--", o.kernel] + p.run
+                "--full-kb", "64", "--tmp", r.tmp] + fin + \
+            ["--state", r.state, "--record", r.record, "--version", ctx.version] + \
+            (["--allow-foreign-out"] if ctx.o.allow_foreign_out else []) + \
+            ["--reserve", r.reserve] + self.run_args(ctx) + own
+
+    def running(self, d, o, p):
+        """The run's "running" line(s), and what else its job's environment takes."""
+        raise NotImplementedError
+
+    def run_args(self, ctx):
+        """The job's own arguments that belong to the run, not to the plan."""
+        raise NotImplementedError
 
     def end(self, d, ctx):
         """After the job: run.sh's word on how it ended, then its cleanup (once)."""
         rc = self.rc
         if rc is not None and rc < 0:
             rc = 128 - rc
+        name = os.path.basename(self.PROGRAM)
         if d.stopping:              # stopped by this process: "[all] interrupted" said why
             pass
         elif rc is not None and rc not in (0, EXIT_FAIL, EXIT_USAGE, EXIT_SKIP, 141):
             if rc > 128:
-                self.last = (f"{ctx.prog}: the run's end (tcplab_guest.py) was killed by "
+                self.last = (f"{ctx.prog}: the run's end ({name}) was killed by "
                              f"SIG{tj.signal_name(rc - 128)}: its reports, failed outputs or "
                              "last lines may be missing")
             else:
-                self.last = (f"{ctx.prog}: the run's end (tcplab_guest.py) failed with status "
+                self.last = (f"{ctx.prog}: the run's end ({name}) failed with status "
                              f"{rc} (above): its reports, failed outputs or last lines may be "
                              "missing")
             d.say(self.tag, self.last)
@@ -274,6 +276,38 @@ class GuestJob(Job):
             run, self.run = self.run, None
             for line in run.cleanup(ctx.top):
                 self.log(d, line)
+
+
+class GuestJob(RunJob):
+    """A guest's run: its job, tcplab_guest.py, runs vm.sh."""
+
+    PROGRAM = GUEST_JOB
+
+    def running(self, d, o, p):
+        # the units' knobs, as run.sh exported them (vm.sh hands a guest the caller's TL_*)
+        self.env.update(p.knob_env)
+        self.log(d, f"running {' '.join(p.run)} in Debian kernel {o.kernel} ({o.accel})")
+        if p.rotate_note:
+            self.log(d, p.rotate_note)
+
+    def run_args(self, ctx):
+        return ["--outputs", ctx.outputs]
+
+
+class HostJob(RunJob):
+    """The host's run, as root: its job, tcplab_host.py, runs each unit in network namespaces
+    of its own, named tcplab-<this process's pid>-..., as run.sh's were tcplab-<its pid>-....
+    (Not root: the host's run is a run.sh child, which becomes root of a user namespace of its
+    own: run.sh's userns_run.)"""
+
+    PROGRAM = HOST_JOB
+
+    def running(self, d, o, p):
+        self.log(d, f"running {' '.join(p.run)}")
+
+    def run_args(self, ctx):
+        return ["--bin", ctx.bin, "--ns-name", f"tcplab-{os.getpid()}",
+                "--reserve-kb", str(rs.RESERVE_KB)]
 
 
 def furthest_behind(guests):
@@ -327,7 +361,7 @@ class Driver:
         self.out_lock = threading.Lock()
         self.done = queue.Queue()
         self.running = []
-        self.guests = []            # the guests' runs started, each cleaned up once
+        self.runs = []              # the runs started here (RunJob), each cleaned up once
         self.stopping = False       # stop_all is under way
         self.ctx = None
         self.base_nice = os.getpriority(os.PRIO_PROCESS, 0)
@@ -359,14 +393,14 @@ class Driver:
     def start(self, job):
         job.t0 = time.monotonic()
         with deferred():        # a signal meanwhile: at the end, the job known to stop_all
-            if isinstance(job, GuestJob):
+            if isinstance(job, RunJob):
                 try:
                     job.argv = job.begin(self, self.ctx)
                 except GuestRefused as e:
                     job.rc, job.t1 = e.status, time.monotonic()
                     self.done.put(job)
                     return
-                self.guests.append(job)
+                self.runs.append(job)
             job.proc = subprocess.Popen(job.argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                         stderr=subprocess.STDOUT, env=job.env,
                                         start_new_session=True)
@@ -374,8 +408,8 @@ class Driver:
         threading.Thread(target=self._pump, args=(job,), daemon=True).start()
 
     def ended(self, job):
-        """A job gone: a guest's run cleaned up, whatever signal comes meanwhile."""
-        if isinstance(job, GuestJob):
+        """A job gone: its run cleaned up, whatever signal comes meanwhile."""
+        if isinstance(job, RunJob):
             with deferred():
                 job.end(self, self.ctx)
 
@@ -400,11 +434,11 @@ class Driver:
 
     def stop_all(self):
         """SIGTERM to every child's group, then SIGKILL to what is left after STOP_WAIT_S; then
-        each guest's run cleaned up."""
+        each run started here cleaned up."""
         self.stopping = True
         live = [j for j in self.running if j.rc is None]
         for j in live:
-            if isinstance(j, GuestJob):     # what its run.sh's trap said
+            if isinstance(j, RunJob):       # what its run.sh's trap said
                 j.log(self, "terminated (SIGTERM): stopping every unit")
             try:
                 os.killpg(j.proc.pid, signal.SIGTERM)
@@ -422,7 +456,7 @@ class Driver:
             except (ProcessLookupError, PermissionError):
                 pass
             j.proc.wait()
-        for g in self.guests:       # their runs' cleanup: QEMU, temporary directories, records
+        for g in self.runs:         # their runs' cleanup: QEMU, temporary directories, records
             if g.run is not None:
                 if g.rc is None:        # its job not started (Popen failed), or just reaped
                     g.rc = g.proc.returncode if g.proc is not None else EXIT_FAIL
@@ -513,6 +547,7 @@ def main(argv):
     ap.add_argument("--exp", default=os.path.dirname(RUNNER))
     ap.add_argument("--outputs", default="")
     ap.add_argument("--version", default="unknown")
+    ap.add_argument("--bin", default="")        # run.sh's TL_BIN, the host's units' programs
     o = ap.parse_args(argv)
     o.outputs = o.outputs or os.path.join(o.top, "outputs")
 
@@ -551,8 +586,12 @@ def main(argv):
         env.pop("TCPLAB_ALL_PLAN", None)
         host_env = dict(os.environ)
         host_env.pop("TCPLAB_SIDE_BY_SIDE", None)
-        host = Job("host", [o.run_sh] + child_args(o) +
-                   (["--out", os.path.join(o.out, os.uname().release)] if o.out else []), host_env)
+        rel = os.uname().release
+        host_args = child_args(o) + (["--out", os.path.join(o.out, rel)] if o.out else [])
+        if os.geteuid() == 0 and not os.environ.get("TCPLAB_USERNS"):
+            host = HostJob("host", host_args, host_env, rel, os.path.join(o.out or o.outputs, rel))
+        else:       # run.sh, which runs it as root of a user namespace of its own
+            host = Job("host", [o.run_sh] + host_args, host_env)
         guests = []
         for i, k in enumerate(KERNELS):
             # side by side, each guest starts its units at another point of their order
@@ -560,10 +599,12 @@ def main(argv):
             genv = dict(env, TCPLAB_ROTATE=f"{i % n}/{n}") if n > 1 else env
             out = os.path.join(o.out or o.outputs, releases[k])
             guests.append(GuestJob(k, ["--kernel", k] + child_args(o, k) +
-                                   (["--out", out] if o.out else []), genv, releases[k],
-                                   out, bool(o.out)))
+                                   (["--out", out] if o.out else []), genv, releases[k], out))
         if plan_only:
-            driver.say(host.tag, " ".join(host.argv))
+            if isinstance(host, HostJob):   # planned here, as run.sh would plan these
+                driver.say(host.tag, f"host run as: {o.run_sh} {' '.join(host.plan_args)}")
+            else:
+                driver.say(host.tag, " ".join(host.argv))
             for g in guests:        # a guest's run is planned as run.sh would plan these
                 driver.say(g.tag, f"guest run as: {o.run_sh} {' '.join(g.plan_args)}")
             return 0

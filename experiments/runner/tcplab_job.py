@@ -24,9 +24,10 @@ import sys
 
 import tcplab_finish as tf
 import tcplab_runstate as rs
+import tcplab_units as tu
 
 UNIT_SKIPPED = 3        # a collect script's status for "cannot run on this kernel" (tl_skip)
-WHY_MAX = 4096          # run.sh's: a reason longer is cut, and the cut said
+WHY_MAX = tu.WHY_MAX    # a reason longer is cut, and the cut said
 
 
 def signal_name(n):
@@ -109,12 +110,7 @@ class JobRun(tf.Run):
             tf.write(2, f"{self.prog}: {directory}/knobs.txt: {e.strerror}\n")
             self.log(f"{unit}: could not record its knobs in {directory}/knobs.txt (above)")
 
-    @staticmethod
-    def why_cut(why):
-        """run.sh's why_cut: WHY's first WHY_MAX bytes and a note when it is longer (it reaches
-        tcplab_failed.py as one argument, and the kernel takes 128 KiB at most in one)."""
-        b = tf.enc(why)
-        return why if len(b) <= WHY_MAX else tf.dec(b[:WHY_MAX]) + f" [cut at {WHY_MAX} bytes]"
+    why_cut = staticmethod(tu.why_cut)
 
     def unit_failed(self, unit, why):
         """run.sh's unit_failed: the reason in the unit's status.txt, its partial raw directory

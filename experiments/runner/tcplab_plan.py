@@ -17,9 +17,12 @@ the namespaces, the units, the guests, the reports.
                         under --ktap too, with PLAN already set for a skip's test points)
           KERNEL ACCEL ACCEL_SET OUT OUT_SET MTU_OPT KTAP LIST QUICK ALL, and RS_ALLOW_FOREIGN
                         when --allow-foreign-out was given
-          U_REPORT U_ALONE U_LIMIT U_NETNS U_MTU U_KNOBS   the table's columns the running
-                        of the units reads (by unit); K_VALUE, K_GIVEN (the knobs, by UNIT:NAME;
-                        under --kernel VER each unit's TL_UNIT_KNOBS_<UNIT>, exported)
+          K_VALUE, K_GIVEN   the knobs, by UNIT:NAME (under --kernel VER each unit's
+                        TL_UNIT_KNOBS_<UNIT>, exported)
+          JOB_FIN, JOB_OWN   what the run's job takes that the plan decides (job_args below):
+                        tcplab_finish.py's (each unit's report and limit, the plan, the skipped
+                        units and their reasons, the kernel), and the job's own, "--" and the
+                        units last; run.sh adds what belongs to the run itself
           PLAN          the units the KTAP test points are for, in order
           RUN_UNITS     the units to run: PLAN less the ones skipped before the run
           NAMED, NAMED_UNITS, GUEST_UNITS   names given; for --kernel all, the ones a guest runs
@@ -295,10 +298,12 @@ class Plan:
         self.action, self.text, self.status, self.msg = "run", "", 0, ""
         self.plan, self.run, self.named_units, self.guest_units = [], [], [], []
         self.skipped, self.why = [], {}
-        self.table_code, self.knob_code = "", ""
+        self.knob_code = ""
         self.vm_order, self.rotate_note = [], ""
         self.knob_env = {}          # --kernel VER: what run.sh exports for vm.sh (TL_UNIT_KNOBS_*)
         self.knobs_given = {}       # unit -> [(knob, value)] given, in table order
+        self.knob_value = {}        # "unit:knob" -> its value, given or default (K_VALUE)
+        self.table = None           # the unit table it was made from (None: not read)
 
     def skip(self, u, why, said):
         """U skipped before the run: WHY for its outputs and KTAP, SAID as its progress line."""
@@ -360,6 +365,7 @@ def decide(o, t, p, environ):
     except tu.KnobError as e:
         raise Stop(EXIT_USAGE, str(e)) from None
     p.knob_code = tu.knobs_shell(t, knob_units, value, given, bool(vm))
+    p.knob_value = value
     p.knob_env = tu.knob_exports(t, knob_units, value) if vm else {}
     # the knobs given (--set, or the older env variable), by unit in table order: what run.sh
     # hands a guest's job as --knob, for its knobs.txt
@@ -482,15 +488,48 @@ def mtu_fit(o, t, p, units, named):
     return fit
 
 
-def run_arrays(t):
-    """The table's columns the running of the units reads (run.sh's U_* arrays by unit): the
-    report, alone, limit_s, netns, the wire's MTU, the knobs' names."""
-    out = [tu._bash_assoc(var, t.cols[c]) for var, c in (
-        ("U_REPORT", "report"), ("U_ALONE", "alone"), ("U_LIMIT", "limit_s"),
-        ("U_NETNS", "netns"))]
-    out += [tu._bash_assoc("U_MTU", t.mtu),
-            tu._bash_assoc("U_KNOBS", {u: " ".join(ks) for u, ks in t.knobs.items()})]
-    return "\n".join(out) + "\n"
+def job_args(o, t, p):
+    """(FIN, OWN): what the run's job takes that the plan decides, in one place for run.sh and
+    for tcplab_all.py's runs.  FIN, tcplab_finish.py's (also `ktap-skip`'s): every unit's
+    report and limit_s, the plan, each unit skipped with its reason, the guest's kernel.  OWN,
+    the job's own, once the plan runs (else []): the knobs given (--knob, for knobs.txt); the
+    host's (--quick, --alone, --netns U 2, --wire U MTU with --mtu applied, each knob's value
+    as --knob-env) or the guest's (--accel, --mtu, --out-set, --order); then "--" and the
+    units.  What belongs to the run itself (its directories, record, reserve, time, programs,
+    namespaces' prefix) the caller adds."""
+    fin = []
+    if t is not None:
+        for u in t.names:
+            fin += ["--unit", u, t.cols["report"][u], t.cols["limit_s"][u]]
+    for u in p.plan:
+        fin += ["--plan", u]
+    for u in p.skipped:
+        fin += ["--skipped", u, tu.why_cut(p.why[u])]
+    if o is not None and o.kernel and o.kernel != "all":
+        fin += ["--kernel", o.kernel]
+    if p.action != "run":
+        return fin, []
+    own = []
+    for u in p.run:
+        for k, v in p.knobs_given.get(u, ()):
+            own += ["--knob", u, k, v]
+    if o.kernel:
+        own += ["--accel", o.accel] + (["--mtu", o.mtu] if o.mtu else [])
+        own += ["--out-set"] if o.out_set else []
+        for u in p.vm_order:
+            own += ["--order", u]
+        return fin, own + ["--", o.kernel] + p.run
+    own += ["--quick"] if o.quick else []
+    for u in p.run:
+        if t.cols["alone"][u] == "yes":
+            own += ["--alone", u]
+        if t.cols["netns"][u] == "2":
+            own += ["--netns", u, "2"]
+        elif t.mtu.get(u):
+            own += ["--wire", u, o.mtu or t.mtu[u]]
+        for k in t.knobs.get(u, ()):
+            own += ["--knob-env", u, k, p.knob_value[f"{u}:{k}"]]
+    return fin, own + ["--"] + p.run
 
 
 def q(v):
@@ -503,7 +542,7 @@ def arr(var, values):
 
 def shell(o, p):
     """The bash code run.sh evals."""
-    out = [p.table_code, p.knob_code]
+    out = [p.knob_code]
     if o is not None:
         out += [f"KERNEL={q(o.kernel)} ACCEL={q(o.accel)} ACCEL_SET={'1' if o.accel_set else ''}",
                 f"OUT={q(o.out)} OUT_SET={'1' if o.out_set else ''} MTU_OPT={q(o.mtu)}",
@@ -515,6 +554,8 @@ def shell(o, p):
     out += [arr("PLAN", p.plan), arr("RUN_UNITS", p.run), arr("GUEST_UNITS", p.guest_units),
             arr("SKIPPED", p.skipped), arr("VM_ORDER", p.vm_order),
             f"ROTATE_NOTE={q(p.rotate_note)}"]
+    fin, own = job_args(o, p.table, p)
+    out += [arr("JOB_FIN", fin), arr("JOB_OWN", own)]
     out += [f"WHY[{q(u)}]={q(w)}" for u, w in p.why.items()]
     out += [f"PLAN_TEXT={q(p.text)}", f"PLAN_STATUS={p.status}", f"PLAN_MSG={q(p.msg)}",
             f"PLAN_ACTION={p.action}"]
@@ -536,7 +577,7 @@ def plan(exp, argv, environ, table=None):
             t = table or tu.load(exp)
         except tu.TableError as e:
             raise Stop(EXIT_FAIL, str(e)) from None
-        p.table_code = run_arrays(t)
+        p.table = t
         decide(o, t, p, environ)
     except Stop as s:
         p.action, p.status, p.msg = "die", s.status, s.msg

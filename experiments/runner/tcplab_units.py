@@ -342,6 +342,19 @@ def _bash_array(var, values):
     return f"declare -ga {var}=(" + " ".join(shlex.quote(v) for v in values) + ")"
 
 
+WHY_MAX = 4096          # a unit's reason longer than this is cut, and the cut said
+
+
+def why_cut(why):
+    """WHY's first WHY_MAX bytes and a note when it is longer: a reason reaches tcplab_failed.py
+    as one argument, and the kernel takes 128 KiB at most in one (run.sh's exec of the job
+    failed, and with it the whole end of the run)."""
+    b = why.encode("utf-8", "surrogateescape")
+    if len(b) <= WHY_MAX:
+        return why
+    return b[:WHY_MAX].decode("utf-8", "surrogateescape") + f" [cut at {WHY_MAX} bytes]"
+
+
 def _bash_assoc(var, d):
     return (f"declare -gA {var}=(" +
             " ".join(f"[{shlex.quote(k)}]={shlex.quote(v)}" for k, v in d.items()) + ")")
