@@ -190,6 +190,23 @@ def test_reap_stale_takes_dead_records_only(tmp_path):
     assert os.listdir(out) == []
 
 
+def test_a_dead_record_that_names_nothing_is_removed_and_said(tmp_path):
+    """A run killed after its record was written but before it made a namespace or its
+    temporary directory left the record alone: the reaper removes it and says so (CI's interrupt
+    storm, SIGKILL to the group 0.30 s in: the next run removed it without a word, and the test
+    of that next run's word failed)."""
+    state, out = tmp_path / "state", tmp_path / "outputs" / "mine"
+    state.mkdir()
+    out.mkdir(parents=True)
+    (state / "run.bare").write_text(f"id=b\npid=999999999\nmode=netns\nout={out}\n")
+    (state / "run.mine").write_text("id=m\n")
+    lines = rs.reap_stale(str(state), str(state / "run.mine"), str(out),
+                          str(tmp_path / "outputs"), "tcplab", str(tmp_path))
+    assert lines == ["removed 1 run record(s) left by an interrupted run, which had made "
+                     "nothing yet"]
+    assert os.listdir(state) == ["run.mine"]
+
+
 def test_a_refused_install_still_says_what_it_did_first(tmp_path):
     """A planted link removed, then the install refused (SRC missing): the removal is said on
     stdout, the refusal in one line on stderr."""

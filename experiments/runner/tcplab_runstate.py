@@ -414,7 +414,7 @@ def reap_stale(state, own, out, outputs, prefix, top=""):
     namespaces and processes; then the temporary files in OUT (ours alone, by its lock) and in
     every other OUTPUTS/*/ whose lock is free.  Returns the lines to say."""
     lines = []
-    nns = nproc = 0
+    nns = nproc = bare = 0
     for f in records(state, own):
         try:
             fd = os.open(f, os.O_RDONLY | os.O_CLOEXEC)
@@ -436,10 +436,17 @@ def reap_stale(state, own, out, outputs, prefix, top=""):
                 if not kept:
                     try:
                         os.unlink(f)
+                        # a run killed before it made a namespace or its temporary directory
+                        # left its record alone: said too, so a reap is never silent (CI's
+                        # interrupt storm: SIGKILL to the group 0.30 s into a run)
+                        bare += not (a or b or said)
                     except OSError:
                         pass
         finally:
             os.close(fd)
+    if bare:
+        lines.append(f"removed {bare} run record(s) left by an interrupted run, which had "
+                     "made nothing yet")
     if nproc:
         lines.append(f"stopped {nproc} process(es) left by an interrupted run")
     if nns:
