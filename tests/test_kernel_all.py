@@ -549,7 +549,8 @@ def test_the_hosts_run_is_given_what_run_sh_gave_it(tmp_path, bindir):
     seen = {}
     for u in units:
         argv = (tmp_path / "argv" / u).read_text().splitlines()
-        seen[u] = argv[argv.index(os.path.join(TOP, "experiments", "runner", "tcplab_host.py")) + 1:]
+        job = os.path.join(TOP, "experiments", "runner", "tcplab_host.py")
+        seen[u] = argv[argv.index(job) + 1:]
     assert all(a == seen[units[0]] for a in seen.values())     # one job ran them all
     want = job_options(seen[units[0]])
     assert want["--knob"] == [("h-one", "depth", "5")] and ("h-wire", "1400") in want["--wire"]

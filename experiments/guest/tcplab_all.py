@@ -1,9 +1,9 @@
 #!/usr/bin/python3
 """run.sh --kernel all: the host's set and every guest kernel side by side (docs/kernel-matrix.md,
-"All kernels at once").  run.sh checks the arguments and execs this driver; it is not meant to be
-run by hand.  Every kernel's run is a job of this one process (docs/maintainers.md, "The runner,
-step by step", steps 6 and 7); only a host's run without root is a run.sh child, which runs as
-root of a user namespace of its own (run.sh's userns_run).
+"All kernels at once").  run.sh's runner (tcplab_run.py) plans and execs this driver; it is not
+meant to be run by hand.  Every kernel's run is a job of this one process (docs/maintainers.md,
+"The runner, step by step", steps 6 and 7); only a host's run without root is a run.sh child,
+which runs as root of a user namespace of its own (tcplab_run.py's userns_run).
 
   tcplab_all.py --run-sh PATH [--quick] [--all] [--accel A] [--mtu N] [--out DIR]
                 [--allow-foreign-out] [--host-units "U..."] [--guest-units "U..."]
@@ -61,6 +61,7 @@ RUNNER = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, RUNNER)
 import tcplab_job as tj  # noqa: E402
 import tcplab_plan as tp  # noqa: E402
+import tcplab_run as trun  # noqa: E402
 import tcplab_runstate as rs  # noqa: E402
 import tcplab_units as tu  # noqa: E402
 GUEST_JOB = os.path.join(RUNNER, "tcplab_guest.py")
@@ -188,8 +189,8 @@ class RunJob(Job):
     (tcplab_runstate.start_run), then its job (a guest's tcplab_guest.py, the host's
     tcplab_host.py: the units, each unit's result put in place, the run's end); once that is
     gone, the rest of run.sh's cleanup (Started.cleanup).  It replaced one run.sh child per
-    kernel.  The job's arguments are run.sh's: what the plan decides from tcplab_plan.job_args,
-    as run.sh's JOB_FIN and JOB_OWN.  A subclass says what its job is (PROGRAM, run_args,
+    kernel.  The job's command line is a single run's (tcplab_run.job_argv), what the plan
+    decides from tcplab_plan.job_args.  A subclass says what its job is (PROGRAM, run_args,
     running)."""
 
     PROGRAM = ""
@@ -231,18 +232,10 @@ class RunJob(Job):
         if o.quick:
             self.env["TL_QUICK"] = "1"
         self.running(d, o, p)
-        fin, own = tp.job_args(o, ctx.table, p)
-        r = self.run
-        # SIGINT and SIGQUIT ignored, as bash starts a background job (run.sh's "&"), and so
-        # for its units; SIGTERM when this process dies
-        return ["env", "--ignore-signal=INT,QUIT", "setpriv", "--pdeathsig", "TERM",
-                sys.executable, "-S", self.PROGRAM,
-                "--t0", str(int(time.time())), "--prog", ctx.prog, "--top", ctx.top,
-                "--exp", ctx.exp, "--py", sys.executable, "--out", r.out,
-                "--full-kb", "64", "--tmp", r.tmp] + fin + \
-            ["--state", r.state, "--record", r.record, "--version", ctx.version] + \
-            (["--allow-foreign-out"] if ctx.o.allow_foreign_out else []) + \
-            ["--reserve", r.reserve] + self.run_args(ctx) + own
+        fin = trun.fin_args(ctx.prog, ctx.top, ctx.exp, sys.executable, self.run, o, p)
+        return trun.job_argv(sys.executable, self.PROGRAM, fin, self.run, ctx.version,
+                             ctx.o.allow_foreign_out, self.run_args(ctx),
+                             tp.job_args(o, ctx.table, p)[1])
 
     def running(self, d, o, p):
         """The run's "running" line(s), and what else its job's environment takes."""
@@ -291,14 +284,14 @@ class GuestJob(RunJob):
             self.log(d, p.rotate_note)
 
     def run_args(self, ctx):
-        return ["--outputs", ctx.outputs]
+        return trun.guest_args(ctx.outputs)
 
 
 class HostJob(RunJob):
     """The host's run, as root: its job, tcplab_host.py, runs each unit in network namespaces
     of its own, named tcplab-<this process's pid>-..., as run.sh's were tcplab-<its pid>-....
     (Not root: the host's run is a run.sh child, which becomes root of a user namespace of its
-    own: run.sh's userns_run.)"""
+    own: tcplab_run.py's userns_run.)"""
 
     PROGRAM = HOST_JOB
 
@@ -306,8 +299,7 @@ class HostJob(RunJob):
         self.log(d, f"running {' '.join(p.run)}")
 
     def run_args(self, ctx):
-        return ["--bin", ctx.bin, "--ns-name", f"tcplab-{os.getpid()}",
-                "--reserve-kb", str(rs.RESERVE_KB)]
+        return trun.host_args(ctx.bin)
 
 
 def furthest_behind(guests):
@@ -567,6 +559,9 @@ def main(argv):
         signal.signal(sig, on_signal)
     status = 0
     try:
+        # the runner (tcplab_run.py) execs this driver with its stop signals blocked: one that
+        # came while Python started is acted on here, as a Stop
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
         driver.say("all", f"memory budget {budget // 1024} MiB (MemAvailable "
                    f"{mem['MemAvailable'] // 1024} MiB - reserve {reserve_kb(mem['MemTotal']) // 1024} MiB), "
                    f"one guest's measured peak {GUEST_PEAK_KB // 1024} MiB, {cpus} CPU(s): "

@@ -4,8 +4,12 @@
 The runner's first part in one program (docs/design.md, "The runner"): the options, --help,
 --list, the unit table (read once, by tcplab_units), the units a set selects, the knobs, --mtu
 and root against each unit, --kernel and --kernel all, and every refusal of all these, in the
-order run.sh has always made them.  run.sh's main evals what this prints and then runs the plan:
-the namespaces, the units, the guests, the reports.
+order run.sh has always made them.  The runner (tcplab_run.py) and --kernel all's driver
+(tcplab_all.py) call plan() and then run it: the namespaces, the units, the guests, the
+reports; job_args() gives a run's job what the plan decided.
+
+The command line prints a plan as bash (what run.sh once evaluated), to read one and for the
+tests, which check through it what each kind of command line plans:
 
     tcplab_plan.py [--as PROG] EXPDIR ARG...
         PROG: run.sh's PROG (run.sh, or tcplab installed), for the lines that name the command.
@@ -19,10 +23,6 @@ the namespaces, the units, the guests, the reports.
                         when --allow-foreign-out was given
           K_VALUE, K_GIVEN   the knobs, by UNIT:NAME (under --kernel VER each unit's
                         TL_UNIT_KNOBS_<UNIT>, exported)
-          JOB_FIN, JOB_OWN   what the run's job takes that the plan decides (job_args below):
-                        tcplab_finish.py's (each unit's report and limit, the plan, the skipped
-                        units and their reasons, the kernel), and the job's own, "--" and the
-                        units last; run.sh adds what belongs to the run itself
           PLAN          the units the KTAP test points are for, in order
           RUN_UNITS     the units to run: PLAN less the ones skipped before the run
           NAMED, NAMED_UNITS, GUEST_UNITS   names given; for --kernel all, the ones a guest runs
@@ -554,8 +554,6 @@ def shell(o, p):
     out += [arr("PLAN", p.plan), arr("RUN_UNITS", p.run), arr("GUEST_UNITS", p.guest_units),
             arr("SKIPPED", p.skipped), arr("VM_ORDER", p.vm_order),
             f"ROTATE_NOTE={q(p.rotate_note)}"]
-    fin, own = job_args(o, p.table, p)
-    out += [arr("JOB_FIN", fin), arr("JOB_OWN", own)]
     out += [f"WHY[{q(u)}]={q(w)}" for u, w in p.why.items()]
     out += [f"PLAN_TEXT={q(p.text)}", f"PLAN_STATUS={p.status}", f"PLAN_MSG={q(p.msg)}",
             f"PLAN_ACTION={p.action}"]
