@@ -1,10 +1,12 @@
-# runstate.sh — what a run owns and how it proves it: its locks, its temporary directory, its
-# namespaces, and the cleanup of all of them; sourced by run.sh (and, for the VM work
-# directories, by vm.sh).  docs/reliability.md explains the design; in short:
+# runstate.sh — what a bash run owns and how it proves it: its locks, its temporary directory,
+# its namespaces, and the cleanup of all of them; sourced by sandbox.sh (and, for the VM work
+# directories, by vm.sh).  run.sh's runs are the Python runner's (experiments/runner/
+# tcplab_run.py), which applies the same rules through tcplab_runstate.py and holds the locks on
+# its own descriptors.  docs/reliability.md explains the design; in short:
 #
 # - A live run holds two flock(2) locks, taken by a small holder process that the kernel kills
-#   when run.sh dies (PR_SET_PDEATHSIG, `setpriv --pdeathsig KILL`), so the kernel releases them
-#   even after a SIGKILL, in any PID namespace, and nothing the run starts inherits them:
+#   when the shell dies (PR_SET_PDEATHSIG, `setpriv --pdeathsig KILL`), so the kernel releases
+#   them even after a SIGKILL, in any PID namespace, and nothing the run starts inherits them:
 #     * the output directory itself (a second run on the same --out refuses with one line, as
 #       apt does when its lock is taken);
 #     * its record, $RS_STATE/run.<id>: /run/tcplab (root) or ${XDG_RUNTIME_DIR:-/tmp}/tcplab-<uid>,
@@ -30,9 +32,10 @@
 # that apply them call it.  What stays in bash is the shell's own: its traps, its cleanup, its
 # namespaces and the reserve.
 #
-# Functions called from run.sh: rs_start, make_ns (sandbox.sh), rs_install_dir (the tests).
+# Functions called from sandbox.sh: rs_start, make_ns; vm.sh: rs_reap_vm_dirs,
+# rs_kill_dir_users, rs_trap_signals; the tests: rs_install_dir.
 # Error rule: a function that can fail prints one line on stderr and returns 1, except rs_start,
-# which exits through die() (run.sh's), as main() would.
+# which exits through die() (the caller's: sandbox.sh's), as main() would.
 
 RS_HOLD="" RS_STATE="" RS_RECORD="" RS_RUN_ID="" RS_ALLOW_FOREIGN=""
 RS_HOLDERS=()	# pids of the lock holders, killed last
@@ -50,7 +53,7 @@ RS_PY=$RS_PY/../runner/tcplab_runstate.py
 # rs_py COMMAND ARGS...: tcplab_runstate.py COMMAND, its status returned.  SIGINT ignored in it,
 # as for the plan (Python then keeps it ignored): a Ctrl-C to the group during its imports gave
 # a KeyboardInterrupt traceback (CI's double-signal storm: SIGINT+SIGTERM to the group, in
-# `import fnmatch`); run.sh's own trap ends the run, and kills a reaper first (rs_call).
+# `import fnmatch`); the shell's own trap ends the run, and kills a reaper first (rs_call).
 rs_py() {
 	(trap '' INT; exec "${PY:-/usr/bin/python3}" -S "$RS_PY" --prog "${PROG:-run.sh}" --top "${TOP:-}" "$@")
 }
@@ -59,7 +62,7 @@ rs_py() {
 # Read from a descriptor, not a command substitution (bash 5.2 can lose a SIGINT that comes
 # while it waits for one: docs/reliability.md, "A SIGINT to run.sh alone").  Its pid is in
 # RS_PY_PID meanwhile, for rs_cleanup to kill: after the cleanup the run's locks are free, and a
-# reaper still running could remove the next run's files; it dies with run.sh too (setpriv
+# reaper still running could remove the next run's files; it dies with the shell too (setpriv
 # --pdeathsig).  SIGINT ignored in it, as in rs_py.
 RS_PY_PID="" RS_OUT=()
 rs_call() {
@@ -92,9 +95,9 @@ rs_state_dir() {
 
 # rs_hold DIR [RECORD_TMP RECORD]: a background holder that locks directory DIR (and creates,
 # locks and renames RECORD_TMP to RECORD, so a reaper never sees an unlocked record of a live
-# run) and keeps the locks until it is killed: by cleanup, or by the kernel when run.sh dies.
+# run) and keeps the locks until it is killed: by cleanup, or by the kernel when the shell dies.
 # Sets RS_HOLD to "locked", "busy" and who holds DIR (DIR's lock is taken), or "error".  Not in
-# a subshell: the holder's parent must be run.sh itself.  Its signals are ignored before the
+# a subshell: the holder's parent must be the shell itself.  Its signals are ignored before the
 # exec, so none can end it while Python starts.
 rs_hold() {
 	local fd
@@ -251,12 +254,6 @@ rs_kill_dir_users() {
 	rs_py kill-dir-users -- "$1" || true
 }
 
-# rs_kill_vm_users BASE: rs_kill_dir_users for each BASE/tcplab-vm.* (run.sh, once its vm.sh is
-# gone: they are all this run's).
-rs_kill_vm_users() {
-	rs_py kill-vm-users -- "$1" || true
-}
-
 # rs_reap_vm_dirs BASE: remove BASE/tcplab-vm.* work directories of vm.sh runs that are gone
 # (marked .locked, ours, lock free); says how many on stderr.
 rs_reap_vm_dirs() {
@@ -273,11 +270,6 @@ rs_reap_vm_dirs() {
 rs_on_signal() {
 	trap '' INT TERM HUP QUIT
 	log "$3 (SIG$1): stopping every unit"
-	# run.sh's end (tcplab_finish.py) first: it writes on the KTAP stream too
-	! declare -F finish_stop > /dev/null || finish_stop
-	# run.sh --ktap: the stream ends in "Bail out!" naming the signal, so a reader (kcidb) says
-	# why the units without a test point have none
-	[ -z "${KTAP:-}" ] || ! declare -F ktap_die > /dev/null || ktap_die "$2" "$3 (SIG$1)"
 	rs_cleanup "$2"
 }
 
@@ -286,11 +278,11 @@ rs_on_exit() {
 	rs_cleanup $?
 }
 
-# rs_cleanup STATUS: stop vm.sh and the units, delete the namespaces and the temporary
-# directory, then drop the record and the locks, and exit with STATUS.  Runs to its end whatever
+# rs_cleanup STATUS: stop the units, delete the namespaces and the temporary directory, then
+# drop the record and the locks, and exit with STATUS.  Runs to its end whatever
 # signal comes meanwhile, and runs once: the EXIT trap is dropped first.
 rs_cleanup() {
-	local status=$1 ns pid d
+	local status=$1 ns pid
 	trap '' INT TERM HUP QUIT
 	trap - EXIT
 	! declare -F rs_unsaid > /dev/null || rs_unsaid "$status"
@@ -298,20 +290,12 @@ rs_cleanup() {
 	set +eu	# an error or an unset name must not cut the cleanup short
 	# a tcplab_runstate.py of the run (the reaper, an install) goes before the locks are free
 	[ -z "$RS_PY_PID" ] || kill -KILL "$RS_PY_PID" 2> /dev/null
-	# the run's job (run.sh's kill_running_units: its units run in sessions of their own, and
-	# the job kills them), or sandbox.sh's own units
+	# the shell's own units (sandbox.sh's kill_running_units)
 	! declare -F kill_running_units > /dev/null || kill_running_units
-	# a --kernel run's guest job (tcplab_guest.py) has stopped its vm.sh, whose trap stops QEMU;
-	# what still holds one of this run's VM work directories (the job was killed first) goes
-	for d in "$TMPDIR_RUN"/tcplab-vm.*; do
-		[ -d "$d" ] || continue
-		rs_kill_vm_users "$TMPDIR_RUN"
-		break
-	done
 	for pid in $(jobs -p); do kill -KILL "$pid" 2> /dev/null; done
 	# only unprivileged units need the scan of every process's environment
 	[ "${NS_MODE:-}" != userns ] || rs_kill_userns_procs "$RS_RUN_ID" > /dev/null
-	# the namespaces the record names: make_ns's, and those of run.sh's host job (tcplab_host.py)
+	# the namespaces the record names (make_ns's, and any a job of the run made)
 	local -A gone=()
 	for ns in "${NAMESPACES[@]}"; do
 		gone[$ns]=1
@@ -330,7 +314,7 @@ rs_cleanup() {
 	# of this run is gone now, and the lock on $OUT is still ours
 	[ -z "$RS_RECORD" ] || [ -z "$OUT" ] || rs_reap_tmp "$OUT"
 	[ -z "$RS_RECORD" ] || rm -f -- "$RS_RECORD"
-	# gone before run.sh exits, so the next run finds the locks free
+	# gone before the shell exits, so the next run finds the locks free
 	for pid in "${RS_HOLDERS[@]}"; do kill -KILL "$pid" 2> /dev/null; wait "$pid" 2> /dev/null; done
 	exit "$status"
 }
