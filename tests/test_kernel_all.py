@@ -442,6 +442,16 @@ def test_balance_makes_the_ones_ahead_yield_and_one_alone_runs_as_it_started():
 
 
 
+def ends_once(job, d, ctx, out):
+    """JOB's run locked and recorded until its end, then cleaned up once: nothing left."""
+    rec = job.run.record
+    assert os.path.isfile(rec) and os.path.isdir(job.run.tmp)
+    job.rc = 0
+    job.end(d, ctx)
+    job.end(d, ctx)                                  # once
+    assert not os.path.exists(rec) and os.listdir(out) == []
+
+
 def test_a_guest_run_is_given_what_run_sh_gave_it(tmp_path):
     """A guest's run is planned and started by the driver itself (step 6 of the runner): its
     job, tcplab_guest.py, gets the arguments `run.sh --kernel VER` gave it, the knobs given
@@ -477,12 +487,7 @@ def test_a_guest_run_is_given_what_run_sh_gave_it(tmp_path):
     assert g.env["TL_RUN_ID"] == g.run.run_id and "TL_UNIT_KNOBS_P01_CONNECT_TIME" in g.env
     assert any(re.fullmatch(r"\[6\.1\] \d\d:\d\d:\d\d \[run\] running p01-connect-time "
                             r"p01-machine in Debian kernel 6\.1 \(tcg\)", s) for s in said), said
-    rec = g.run.record
-    assert os.path.isfile(rec) and os.path.isdir(g.run.tmp)
-    g.rc = 0
-    g.end(D(), ctx)
-    g.end(D(), ctx)                                  # once
-    assert not os.path.exists(rec) and os.listdir(out) == []
+    ends_once(g, D(), ctx, out)
 
 
 # A host's run under --kernel all, as root, is a job of the driver too (step 7 of the runner):
@@ -575,9 +580,4 @@ def test_the_hosts_run_is_given_what_run_sh_gave_it(tmp_path, bindir):
     assert h.env["TL_RUN_ID"] == h.run.run_id and h.env["TL_QUICK"] == "1"
     assert any(re.fullmatch(r"\[host\] \d\d:\d\d:\d\d \[run\] running h-one h-two h-wire "
                             r"h-alone", s) for s in said), said
-    rec = h.run.record
-    assert os.path.isfile(rec) and os.path.isdir(h.run.tmp)
-    h.rc = 0
-    h.end(D(), ctx)
-    h.end(D(), ctx)                                  # once
-    assert not os.path.exists(rec) and os.listdir(out) == []
+    ends_once(h, D(), ctx, out)

@@ -219,8 +219,8 @@ class Runner:
             except OSError:
                 v = ""
         else:
-            r = self.capture(["git", "-C", self.top, "describe", "--tags", "--always"])
-            if r is not None and r.strip():
+            rc, r = self.capture(["git", "-C", self.top, "describe", "--tags", "--always"])
+            if rc == 0 and r.strip():
                 v = r.strip()
                 v = v[1:] if v.startswith("v") else v
                 clean = self.wait_child(["git", "-C", self.top, "diff", "--quiet", "HEAD", "--",
@@ -230,14 +230,14 @@ class Runner:
                     v += "-dirty"
         return v or "unknown"
 
-    def capture(self, argv):
-        """ARGV's stdout, or None where it failed or is not there."""
+    def capture(self, argv, stderr=subprocess.DEVNULL):
+        """(ARGV's status, its stdout), run as this program's child (a signal meanwhile stops
+        it); (127, "") where it cannot be started."""
         try:
             with deferred():
-                self.child = subprocess.Popen(argv, stdout=subprocess.PIPE,
-                                              stderr=subprocess.DEVNULL)
+                self.child = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=stderr)
         except OSError:
-            return None
+            return 127, ""
         try:
             out = self.child.stdout.read()
             rc = self.child.wait()
@@ -246,7 +246,7 @@ class Runner:
             self.stop_child()
             if c is not None:
                 c.stdout.close()
-        return tf.dec(out) if rc == 0 else None
+        return rc, tf.dec(out)
 
     def missing(self, build):
         """The Debian packages whose tools are not there (run.sh's runtime_missing; with BUILD
@@ -388,25 +388,15 @@ class Runner:
         fetching the package if need be), the directory locked from the start."""
         o, _ = self.plan
         self.ensure_built()     # vm.sh --resolve checks the programs it would put in the guest
-        argv = [os.path.join(self.top, "experiments", "guest", "vm.sh"), "--accel", o.accel,
-                "--resolve", o.kernel]
-        with deferred():
-            self.child = subprocess.Popen(argv, stdout=subprocess.PIPE)
-        try:
-            line = self.child.stdout.read()
-            st = self.child.wait()
-        finally:
-            c = self.child
-            self.stop_child()
-            if c is not None:
-                c.stdout.close()
+        st, line = self.capture([os.path.join(self.top, "experiments", "guest", "vm.sh"),
+                                 "--accel", o.accel, "--resolve", o.kernel], stderr=None)
         if st != 0:             # vm.sh's one line on stderr says why
             st = st if st == EXIT_SKIP else EXIT_FAIL
             if self.ktap:
                 self.ktap_die(st, f"experiments/guest/vm.sh cannot have the {o.kernel} kernel "
                                   "here (its reason is on stderr)")
             raise Exit(st)
-        release = tf.dec(line).split()[0] if line.split() else ""
+        release = line.split()[0] if line.split() else ""
         if not release:
             self.die(EXIT_FAIL, f"--kernel {o.kernel}: vm.sh --resolve named no release")
         return os.path.join(self.outputs, release)
