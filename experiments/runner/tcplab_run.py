@@ -82,8 +82,12 @@ class deferred:
 # The handlers first (run as run.sh's runner; tcplab_all.py imports job_argv), then the
 # signals run.sh blocked are let in, in main: one that came meanwhile is acted on there, before
 # anything is made.
+# A signal ignored when run.sh started (nohup's SIGHUP, SIGINT and SIGQUIT of a script's
+# background job) stays ignored, for the run and what it starts, as bash kept it.
+HANDLED = STOP_SIGNALS
 if __name__ == "__main__":
-    for _s in STOP_SIGNALS:
+    HANDLED = tuple(_s for _s in STOP_SIGNALS if signal.getsignal(_s) != signal.SIG_IGN)
+    for _s in HANDLED:
         signal.signal(_s, on_signal)
 
 import subprocess  # noqa: E402
@@ -355,26 +359,39 @@ class Runner:
                                 "Ubuntu kernel.apparmor_restrict_unprivileged_userns=0)")
         env = dict(os.environ, TCPLAB_USERNS="1", TCPLAB_STATE=state,
                    PATH=os.environ.get("PATH", "") + ":/usr/sbin:/sbin")
-        argv = ["setpriv", "--pdeathsig", "KILL"] + UNSHARE + \
-            ["sh", "-c", USERNS_SETUP, "sh", mnt, os.path.realpath(self.self)] + self.args
+        # unshare with the signals this run acts on ignored, so a group's SIGHUP or SIGQUIT
+        # cannot kill it (and with it, by --kill-child, the run before its cleanup); the run
+        # gets them back at its exec, and each is passed on to it
+        names = ",".join(signal.Signals(x).name[3:] for x in HANDLED)
+        argv = ((["env", f"--ignore-signal={names}"] if names else [])
+                + ["setpriv", "--pdeathsig", "KILL"] + UNSHARE
+                + ["sh", "-c", USERNS_SETUP, "sh", mnt]
+                + (["env", f"--default-signal={names}"] if names else [])
+                + [os.path.realpath(self.self)] + self.args)
         with deferred():
             self.child = subprocess.Popen(argv, env=env, stdout=self.ktap_fd or 1)
-        c = self.child
+        c, sig = self.child, 0
         while True:
             try:
-                return c.wait()
+                rc = c.wait(timeout=0.5 if sig else None)
+                return 128 - rc if rc < 0 else rc
             except Stop as s:           # passed on, and waited for: the run cleans up
-                child = ""
-                try:
-                    with open(f"/proc/{c.pid}/task/{c.pid}/children") as f:
-                        child = f.read().split()[0]
-                except (OSError, IndexError):
-                    pass
-                if child:
-                    try:
-                        os.kill(int(child), s.signum)
-                    except OSError:
-                        pass
+                sig = s.signum
+                self.pass_on(c.pid, sig)
+            except subprocess.TimeoutExpired:
+                # again: the run is its PID namespace's init, which the kernel gives no signal
+                # it has no handler for yet (while it starts); once stopping it ignores the rest
+                self.pass_on(c.pid, sig)
+
+    @staticmethod
+    def pass_on(pid, sig):
+        """SIG to the run in its user namespace: unshare's child."""
+        try:
+            with open(f"/proc/{pid}/task/{pid}/children") as f:
+                child = int(f.read().split()[0])
+            os.kill(child, sig)
+        except (OSError, IndexError, ValueError):
+            pass
 
     # ---- the run ------------------------------------------------------------------------------
 
@@ -615,6 +632,13 @@ def main(argv):
     status = EXIT_FAIL
     try:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+        # a closed stdin, stdout or stderr is /dev/null: the output directory's lock must not
+        # take its number, and so become a job's stdout
+        for fd in (0, 1, 2):
+            try:
+                os.fstat(fd)
+            except OSError:
+                os.set_inheritable(os.open(os.devnull, os.O_RDWR), True)
         r = Runner(parse(argv))
         status = r.main()
     except Stop as s:
