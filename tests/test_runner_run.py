@@ -108,3 +108,33 @@ def test_a_run_without_root_stopped_by_its_group_ends_128_n_and_leaves_nothing(n
     assert "Traceback" not in err and "stopping every unit" in err, err[-2000:]
     left = glob.glob(os.path.join(out, ".tmp-*")) + glob.glob(os.path.join(state, "run.*"))
     assert left == [], (left, err[-2000:])
+
+
+@pytest.mark.netns
+def test_a_failed_make_deps_is_said_and_leaves_nothing(tmp_path, bindir):
+    """As root with a package missing, the run installs it (`make deps`) first.  Where that
+    fails (no network: a class's PC), the run ends there with one line saying so, after make's
+    own lines, and leaves nothing; it used to go on to a build bound to fail."""
+    if os.geteuid() != 0:
+        pytest.skip("make deps runs only as root")
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "pkg-config").write_text("#!/bin/sh\nexit 1\n")       # every library "missing"
+    (fake / "make").write_text('#!/bin/sh\ncase " $* " in *" deps "*) '
+                               'echo "make: apt-get: no network" >&2; exit 2 ;; esac\n'
+                               'exec /usr/bin/make "$@"\n')
+    for f in fake.iterdir():
+        f.chmod(0o755)
+    out, state = tmp_path / "out", tmp_path / "state"
+    r = subprocess.run([RUN, "--out", str(out), "p01-machine"], capture_output=True, text=True,
+                       timeout=60, env=env_for(bindir, str(state),
+                                               PATH=f"{fake}:{os.environ['PATH']}"))
+    lines = r.stderr.splitlines()
+    assert r.returncode == 1, r.stderr
+    assert lines[-1] == ("run.sh: make deps failed (above): libmnl-dev libpcap-dev "
+                         "libcurl4-openssl-dev libbpf-dev could not be installed"), r.stderr
+    assert lines[-2] == "make: apt-get: no network", r.stderr
+    assert lines[-3].endswith("[run] installing missing packages: libmnl-dev libpcap-dev "
+                              "libcurl4-openssl-dev libbpf-dev"), r.stderr
+    assert "Traceback" not in r.stderr
+    assert glob.glob(str(out / ".tmp-*")) + glob.glob(str(state / "run.*")) == []

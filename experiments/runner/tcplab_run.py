@@ -311,7 +311,9 @@ class Runner:
                     if self.wait_child(argv, env=dict(os.environ,
                                                       DEBIAN_FRONTEND="noninteractive")) != 0:
                         break
-            self.wait_child(["make", "-C", self.top, "-s", "deps"], stdout=2)
+            if self.wait_child(["make", "-C", self.top, "-s", "deps"], stdout=2) != 0:
+                self.die(EXIT_FAIL, f"make deps failed (above): {' '.join(miss)} could not be "
+                                    "installed")
         if os.environ.get("TCPLAB_BUILD"):     # a build made elsewhere (make sanitize): as is
             if not os.access(os.path.join(self.bin, "sockwatch"), os.X_OK):
                 self.die(EXIT_FAIL, f"no programs in {self.bin} (TCPLAB_BUILD)")
