@@ -221,8 +221,7 @@ class RunJob(Job):
         except rs.Refused as e:
             for line in e.said:
                 self.log(d, line)
-            msg = str(e)
-            self.last = msg if msg.startswith(f"{ctx.prog}: ") else f"{ctx.prog}: {msg}"
+            self.last = f"{ctx.prog}: {e.reason(ctx.prog)}"
             d.say(self.tag, self.last)
             raise GuestRefused(e.status) from None
         for line in lines:

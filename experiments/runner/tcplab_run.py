@@ -90,6 +90,7 @@ if __name__ == "__main__":
     for _s in HANDLED:
         signal.signal(_s, on_signal)
 
+import shutil  # noqa: E402
 import subprocess  # noqa: E402
 import time  # noqa: E402
 
@@ -255,7 +256,6 @@ class Runner:
     def missing(self, build):
         """The Debian packages whose tools are not there (run.sh's runtime_missing; with BUILD
         also what the build needs)."""
-        import shutil
         path = os.environ.get("PATH", "") + ":/usr/sbin:/sbin"
         miss = []
         if build:
@@ -304,7 +304,6 @@ class Runner:
             if os.geteuid() != 0 or os.environ.get("TCPLAB_USERNS"):
                 self.die(EXIT_FAIL, f"missing {' '.join(miss)}: run 'make deps' as root")
             self.log(f"installing missing packages: {' '.join(miss)}")
-            import shutil
             if not shutil.which("make"):
                 for argv in (["apt-get", "update", "-qq"],
                              ["apt-get", "install", "-y", "-qq", "make"]):
@@ -433,9 +432,7 @@ class Runner:
         except rs.Refused as e:
             for line in e.said:
                 self.log(line)
-            msg = str(e)
-            self.die(e.status, msg[len(self.prog) + 2:] if msg.startswith(self.prog + ": ")
-                     else msg)
+            self.die(e.status, e.reason(self.prog))
         for line in lines:
             self.log(line)
         os.environ["TL_RUN_ID"] = self.run.run_id

@@ -37,7 +37,6 @@ explains the design; in short:
       install-dir --out O --tmp T [--version V] SRC DEST
                                      DEST (inside O) replaced whole by SRC, by rename(2)
       kill-dir-users DIR             SIGKILL every process holding DIR open
-      kill-vm-users BASE             that, for each BASE/tcplab-vm.*
       reap-vm-dirs BASE              remove the abandoned BASE/tcplab-vm.* work directories
 
 Lines "said" go to stdout, for run.sh's log(); a failure is one line "P: ..." on stderr and exit
@@ -67,6 +66,12 @@ class Refused(Exception):
         super().__init__(msg)
         self.status = status
         self.said = list(said)      # the lines to say first (what was done before the refusal)
+
+    def reason(self, prog):
+        """The refusal without PROG's "PROG: " (some messages carry it), for a caller that
+        names the program itself."""
+        msg = str(self)
+        return msg[len(prog) + 2:] if msg.startswith(prog + ": ") else msg
 
 
 # ---- small things -------------------------------------------------------------------------------
@@ -706,7 +711,7 @@ def say(lines):
 # each command: how many operands it takes after its options
 OPERANDS = {"state-dir": (0,), "check-out": (1,), "hold": (1, 3), "refuse-nested": (1,),
             "reap-stale": (0,), "reap-tmp": (1,), "kill-userns": (1,), "install-dir": (2,),
-            "kill-dir-users": (1,), "kill-vm-users": (1,), "reap-vm-dirs": (1,)}
+            "kill-dir-users": (1,), "reap-vm-dirs": (1,)}
 OPTIONS = {"check-out": ("--allow-foreign",), "hold": ("--state",),
            "refuse-nested": ("--state", "--record"),
            "reap-stale": ("--state", "--record", "--out", "--outputs", "--prefix"),
@@ -782,8 +787,6 @@ def main(argv):
         say(install_dir(args[-2], args[-1], opts["--out"], opts["--tmp"], prog, opts["--version"], top))
     elif cmd == "kill-dir-users":
         kill_dir_users(args[-1])
-    elif cmd == "kill-vm-users":
-        kill_vm_users(args[-1])
     elif cmd == "reap-vm-dirs":
         sys.stderr.write("".join(line + "\n" for line in reap_vm_dirs(args[-1], prog)))
     return 0
